@@ -1,0 +1,74 @@
+"""Kafka error codes as Python exceptions.
+
+Every failure that can reach a client carries the numeric code a Kafka broker would
+return, so the wire layer can translate an exception into a response without a lookup
+table of its own.
+"""
+
+from __future__ import annotations
+
+
+class KafkaError(Exception):
+    """Base class: an error with a Kafka protocol error code."""
+
+    code: int = -1
+    retriable: bool = False
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or type(self).__name__)
+        self.message = message or type(self).__name__
+
+
+class UnknownServerError(KafkaError):
+    code = -1
+
+
+class OffsetOutOfRangeError(KafkaError):
+    code = 1
+
+
+class CorruptRecordError(KafkaError):
+    """CORRUPT_MESSAGE: a batch failed its CRC or its header is malformed."""
+
+    code = 2
+    retriable = True
+
+
+class UnknownTopicOrPartitionError(KafkaError):
+    code = 3
+    retriable = True
+
+
+class MessageTooLargeError(KafkaError):
+    """MESSAGE_TOO_LARGE: a batch is larger than max.message.bytes."""
+
+    code = 10
+
+
+class RecordBatchTooLargeError(KafkaError):
+    """RECORD_LIST_TOO_LARGE: a batch cannot fit in a segment at all."""
+
+    code = 18
+
+
+class InvalidTimestampError(KafkaError):
+    code = 32
+
+
+class KafkaStorageError(KafkaError):
+    """KAFKA_STORAGE_ERROR: the partition's files cannot be read or written."""
+
+    code = 56
+    retriable = True
+
+
+class InvalidConfigurationError(KafkaError):
+    """INVALID_CONFIG: a configuration value is out of range or malformed."""
+
+    code = 40
+
+
+class InvalidRecordError(KafkaError):
+    """INVALID_RECORD: a batch is well-formed but breaks a broker rule."""
+
+    code = 87

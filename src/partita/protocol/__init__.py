@@ -1,0 +1,1 @@
+"""Sans-IO pieces of Kafka's wire and on-disk formats."""

@@ -1,0 +1,34 @@
+"""A byte range of a segment file, handed to the network layer without copying."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class FileRegion:
+    """``length`` bytes at ``position`` in the open file ``fd``.
+
+    A server sends it with ``os.sendfile`` (or ``loop.sock_sendfile``); anything else reads
+    it with :meth:`read`. The file stays open until the segment is deleted, and deletion
+    is delayed by ``file.delete.delay.ms`` so that in-flight regions remain readable.
+    The last batch of a region may be partial, exactly as in Kafka; clients drop it.
+    """
+
+    fd: int
+    position: int
+    length: int
+    first_offset: int
+
+    def read(self) -> bytes:
+        chunks: list[bytes] = []
+        remaining, position = self.length, self.position
+        while remaining > 0:
+            chunk = os.pread(self.fd, remaining, position)
+            if not chunk:
+                break  # the segment was truncated under us: return what is there
+            chunks.append(chunk)
+            remaining -= len(chunk)
+            position += len(chunk)
+        return b"".join(chunks)

@@ -1,0 +1,219 @@
+"""Sparse offset and time indexes beside each segment, in Kafka's file layout.
+
+``.index`` holds 8-byte big-endian entries (offset relative to the segment's base, byte
+position in the ``.log``); ``.timeindex`` holds 12-byte entries (timestamp, relative
+offset). Both are sparse: one entry per ``index.interval.bytes`` of log. Entries are kept
+in memory (a few bytes per 4 KiB of log) and appended to the file; Kafka pre-allocates and
+mmaps instead, but a trimmed file, which is what Kafka leaves after a roll, reads the same.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from array import array
+from bisect import bisect_right
+from pathlib import Path
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+
+
+class IndexCorruptError(Exception):
+    """An index file fails its sanity checks and must be rebuilt from the log."""
+
+
+class _IndexFile:
+    """Shared plumbing: pending entries are buffered and appended on flush."""
+
+    entry_size: int
+
+    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max_entries
+        self._pending = bytearray()
+        self._written_entries = 0
+
+    def flush(self, *, sync: bool = False) -> None:
+        if not self._pending and not sync:
+            return
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            if self._pending:
+                os.write(fd, self._pending)
+                self._written_entries += len(self._pending) // self.entry_size
+                self._pending.clear()
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _rewrite(self, payload: bytes) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(payload)
+        os.replace(tmp, self.path)
+        self._pending.clear()
+        self._written_entries = len(payload) // self.entry_size
+
+    def delete_file(self) -> None:
+        self._pending.clear()
+        self.path.unlink(missing_ok=True)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self) >= self.max_entries
+
+    def __len__(self) -> int:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class OffsetIndex(_IndexFile):
+    entry_size = _OFFSET_ENTRY.size
+
+    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
+        super().__init__(path, base_offset, max_entries)
+        self._offsets = array("q")
+        self._positions = array("q")
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    @classmethod
+    def load(cls, path: Path, base_offset: int, max_entries: int, log_size: int) -> OffsetIndex:
+        """Read an existing index; raise IndexCorruptError if it cannot be trusted."""
+        index = cls(path, base_offset, max_entries)
+        data = path.read_bytes()
+        if len(data) % cls.entry_size:
+            raise IndexCorruptError(f"{path.name}: size {len(data)} is not a multiple of 8")
+        last_offset, last_position = -1, -1
+        for rel, pos in _OFFSET_ENTRY.iter_unpack(data):
+            if rel <= last_offset or pos <= last_position or pos >= log_size or rel < 0:
+                raise IndexCorruptError(
+                    f"{path.name}: entry ({rel}, {pos}) is out of order or past the log"
+                )
+            index._offsets.append(base_offset + rel)
+            index._positions.append(pos)
+            last_offset, last_position = rel, pos
+        index._written_entries = len(index)
+        return index
+
+    def append(self, offset: int, position: int) -> None:
+        if self._offsets and (offset <= self._offsets[-1] or position <= self._positions[-1]):
+            return
+        self._offsets.append(offset)
+        self._positions.append(position)
+        self._pending += _OFFSET_ENTRY.pack(offset - self.base_offset, position)
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """The last entry at or before ``offset``: where a forward scan for it may begin."""
+        i = bisect_right(self._offsets, offset) - 1
+        if i < 0:
+            return self.base_offset, 0
+        return self._offsets[i], self._positions[i]
+
+    @property
+    def last_entry(self) -> tuple[int, int]:
+        if not self._offsets:
+            return self.base_offset, 0
+        return self._offsets[-1], self._positions[-1]
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every entry for an offset >= ``offset``."""
+        keep = bisect_right(self._offsets, offset - 1)
+        if keep == len(self._offsets):
+            return
+        del self._offsets[keep:]
+        del self._positions[keep:]
+        self._rewrite(
+            b"".join(
+                _OFFSET_ENTRY.pack(o - self.base_offset, p)
+                for o, p in zip(self._offsets, self._positions, strict=True)
+            )
+        )
+
+    def entries(self) -> list[tuple[int, int]]:
+        return list(zip(self._offsets, self._positions, strict=True))
+
+
+class TimeIndex(_IndexFile):
+    entry_size = _TIME_ENTRY.size
+
+    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
+        super().__init__(path, base_offset, max_entries)
+        self._timestamps = array("q")
+        self._offsets = array("q")
+
+    def __len__(self) -> int:
+        return len(self._timestamps)
+
+    @classmethod
+    def load(cls, path: Path, base_offset: int, max_entries: int) -> TimeIndex:
+        index = cls(path, base_offset, max_entries)
+        data = path.read_bytes()
+        if len(data) % cls.entry_size:
+            raise IndexCorruptError(f"{path.name}: size {len(data)} is not a multiple of 12")
+        last_ts, last_rel = -(2**63), -1
+        for ts, rel in _TIME_ENTRY.iter_unpack(data):
+            if ts < last_ts or rel < last_rel or rel < 0:
+                raise IndexCorruptError(f"{path.name}: entry ({ts}, {rel}) is out of order")
+            index._timestamps.append(ts)
+            index._offsets.append(base_offset + rel)
+            last_ts, last_rel = ts, rel
+        index._written_entries = len(index)
+        return index
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Record that offsets up to ``offset`` have timestamps up to ``timestamp``."""
+        if self._timestamps and timestamp <= self._timestamps[-1]:
+            return
+        if self._offsets and offset < self._offsets[-1]:
+            return
+        self._timestamps.append(timestamp)
+        self._offsets.append(offset)
+        self._pending += _TIME_ENTRY.pack(timestamp, offset - self.base_offset)
+
+    def lookup_before(self, timestamp: int) -> int:
+        """An offset at or before the first record whose timestamp is >= ``timestamp``."""
+        i = bisect_right(self._timestamps, timestamp - 1) - 1
+        if i < 0:
+            return self.base_offset
+        # Every offset up to this entry's offset has a timestamp < target.
+        return self._offsets[i] + 1
+
+    @property
+    def last_entry(self) -> tuple[int, int] | None:
+        if not self._timestamps:
+            return None
+        return self._timestamps[-1], self._offsets[-1]
+
+    def truncate_to(self, offset: int) -> None:
+        keep = bisect_right(self._offsets, offset - 1)
+        if keep == len(self._offsets):
+            return
+        del self._timestamps[keep:]
+        del self._offsets[keep:]
+        self._rewrite(
+            b"".join(
+                _TIME_ENTRY.pack(t, o - self.base_offset)
+                for t, o in zip(self._timestamps, self._offsets, strict=True)
+            )
+        )
+
+    def entries(self) -> list[tuple[int, int]]:
+        return list(zip(self._timestamps, self._offsets, strict=True))
+
+
+def read_last_time_entry(path: Path, base_offset: int) -> tuple[int, int] | None:
+    """The newest (timestamp, offset) of a time index without loading it all."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return None
+    if size < _TIME_ENTRY.size or size % _TIME_ENTRY.size:
+        return None
+    with open(path, "rb") as f:
+        f.seek(size - _TIME_ENTRY.size)
+        ts, rel = _TIME_ENTRY.unpack(f.read(_TIME_ENTRY.size))
+    return ts, base_offset + rel

@@ -1,0 +1,707 @@
+"""A partition log: an ordered sequence of segments with its offsets and leader epochs.
+
+Offsets kept per partition, as in Kafka:
+
+    log start offset (LSO)  first offset a reader may ask for
+    high watermark (HW)     first offset not yet safe to read (replicated everywhere needed)
+    log end offset (LEO)    the offset the next appended record gets
+    recovery point          everything below it is flushed to disk
+
+All public methods take the partition lock, so the broker may run appends on a worker
+thread while the event loop reads.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from partita.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    KafkaStorageError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+)
+from partita.protocol.record_batch import (
+    HEADER_SIZE,
+    MAGIC_V2,
+    BatchHeader,
+    check_crc,
+    check_producer_batch,
+    read_header,
+    stamp_log_append_time,
+)
+from partita.protocol.records import decode_records
+from partita.storage.config import LogConfig
+from partita.storage.file_region import FileRegion
+from partita.storage.leader_epochs import LeaderEpochCache
+from partita.storage.segment import BatchInfo, LogSegment
+
+log = logging.getLogger(__name__)
+
+_MAX_RELATIVE_OFFSET = 2**31 - 1
+_PREFIX = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
+_PREFIX_SIZE = _PREFIX.size
+
+Clock = Callable[[], int]
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    batches: int
+    bytes: int
+    log_start_offset: int
+
+
+@dataclass(slots=True)
+class _PendingDeletion:
+    segment: LogSegment
+    due_ms: int
+    close_only: bool = False  # the files now belong to a replacement segment
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        segments: list[LogSegment],
+        epochs: LeaderEpochCache,
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        high_watermark: int,
+        clock: Clock = wall_clock_ms,
+    ) -> None:
+        if not segments:
+            raise ValueError("a partition log always has an active segment")
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.clock = clock
+        self.epochs = epochs
+        self._segments = segments
+        self._base_offsets = [s.base_offset for s in segments]
+        self._lock = threading.RLock()
+        self.log_start_offset = max(log_start_offset, segments[0].base_offset)
+        self.recovery_point = min(recovery_point, self.log_end_offset)
+        self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
+        self.first_dirty_offset = self.log_start_offset
+        self.offline_reason: str | None = None
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock()
+        self._pending_deletions: list[_PendingDeletion] = []
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    # -- offsets -----------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the HW, clamped to [log start, log end]; the replica manager owns the rules."""
+        with self._lock:
+            self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+            return self.high_watermark
+
+    def _check_online(self) -> None:
+        if self.offline_reason is not None:
+            raise KafkaStorageError(f"partition {self.name} is offline: {self.offline_reason}")
+
+    # -- appends -----------------------------------------------------------------
+
+    def append_as_leader(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int
+    ) -> AppendInfo:
+        """Validate producer batches, give them offsets and the leader epoch, append them.
+
+        Batches stay opaque bytes: each is written as a new 17-byte prefix (base offset,
+        length, epoch, magic) followed by the client's own bytes from the CRC onwards.
+        """
+        with self._lock:
+            self._check_online()
+            view = memoryview(records)
+            headers = self._validate(view, from_client=True)
+            next_offset = self.log_end_offset
+            log_append_time = -1
+            if self.config.message_timestamp_type == "LogAppendTime":
+                log_append_time = self.clock()
+            buffers: list[bytes | memoryview] = []
+            infos: list[BatchInfo] = []
+            for pos, header in headers:
+                size = header.size
+                buffers.append(
+                    _PREFIX.pack(next_offset, header.batch_length, leader_epoch, MAGIC_V2)
+                )
+                if log_append_time >= 0:
+                    copy = bytearray(view[pos : pos + size])
+                    stamp_log_append_time(copy, 0, size, log_append_time)
+                    buffers.append(memoryview(copy)[_PREFIX_SIZE:])
+                    max_ts = log_append_time
+                else:
+                    buffers.append(view[pos + _PREFIX_SIZE : pos + size])
+                    max_ts = header.max_timestamp
+                last = next_offset + header.last_offset_delta
+                infos.append(BatchInfo(next_offset, last, max_ts, size, leader_epoch))
+                next_offset = last + 1
+            return self._append(buffers, infos, log_append_time)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+        """Append batches copied from the leader, keeping their offsets and epochs."""
+        with self._lock:
+            self._check_online()
+            view = memoryview(records)
+            headers = self._validate(view, from_client=False)
+            if not headers:
+                return self._empty_append()
+            expected = self.log_end_offset
+            infos: list[BatchInfo] = []
+            for _pos, header in headers:
+                if header.base_offset < expected:
+                    raise InvalidRecordError(
+                        f"{self.name}: replicated batch at offset {header.base_offset} is below "
+                        f"the log end offset {expected}"
+                    )
+                infos.append(
+                    BatchInfo(
+                        header.base_offset,
+                        header.last_offset,
+                        header.max_timestamp,
+                        header.size,
+                        header.partition_leader_epoch,
+                    )
+                )
+                expected = header.next_offset
+            start, end = headers[0][0], headers[-1][0] + headers[-1][1].size
+            return self._append([view[start:end]], infos, -1)
+
+    def _empty_append(self) -> AppendInfo:
+        leo = self.log_end_offset
+        return AppendInfo(leo, leo - 1, -1, -1, 0, 0, self.log_start_offset)
+
+    def _validate(self, view: memoryview, *, from_client: bool) -> list[tuple[int, BatchHeader]]:
+        headers: list[tuple[int, BatchHeader]] = []
+        pos, end = 0, len(view)
+        if from_client and end == 0:
+            raise InvalidRecordError("produce request carries no record batch")
+        while pos < end:
+            header = read_header(view, pos)
+            size = header.size
+            if size > self.config.max_message_bytes:
+                raise MessageTooLargeError(
+                    f"record batch of {size} bytes exceeds max.message.bytes="
+                    f"{self.config.max_message_bytes} for {self.name}"
+                )
+            if pos + size > end:
+                if from_client:
+                    raise CorruptRecordError(
+                        f"record batch is truncated: {end - pos} of {size} bytes present"
+                    )
+                break  # a fetch response may end in a partial batch; the rest comes next time
+            if from_client:
+                check_producer_batch(header)
+            check_crc(view, pos, header)
+            headers.append((pos, header))
+            pos += size
+        total = sum(h.size for _, h in headers)
+        if total > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"{total} bytes of batches cannot fit in a segment of {self.config.segment_bytes}"
+            )
+        if from_client and self.config.compact:
+            self._require_keys(view, headers)
+        return headers
+
+    def _require_keys(self, view: memoryview, headers: list[tuple[int, BatchHeader]]) -> None:
+        # Kafka refuses keyless records on compacted topics; this is the one append-path
+        # check that looks inside a batch, and only compacted topics pay for it.
+        for pos, header in headers:
+            _, records = decode_records(view[pos : pos + header.size])
+            if any(r.key is None for r in records):
+                raise InvalidRecordError(
+                    f"compacted topic {self.topic} needs a key on every record"
+                )
+
+    def _append(
+        self, buffers: list[bytes | memoryview], infos: list[BatchInfo], log_append_time: int
+    ) -> AppendInfo:
+        total = sum(i.size for i in infos)
+        self._maybe_roll(total, infos)
+        segment = self.active_segment
+        try:
+            segment.append(buffers, infos)
+        except OSError as exc:
+            self._after_write_failure(segment, exc)
+            raise KafkaStorageError(f"{self.name}: append failed: {exc}") from exc
+        for info in infos:
+            if self.epochs.assign(info.leader_epoch, info.base_offset):
+                self._flush_epochs()
+        self._unflushed_messages += sum(i.last_offset - i.base_offset + 1 for i in infos)
+        if self._unflushed_messages >= self.config.flush_messages:
+            self.flush()
+        return AppendInfo(
+            first_offset=infos[0].base_offset,
+            last_offset=infos[-1].last_offset,
+            max_timestamp=max(i.max_timestamp for i in infos),
+            log_append_time=log_append_time,
+            batches=len(infos),
+            bytes=total,
+            log_start_offset=self.log_start_offset,
+        )
+
+    def _after_write_failure(self, segment: LogSegment, exc: OSError) -> None:
+        try:
+            actual = os.fstat(segment.fd).st_size
+        except OSError:
+            actual = -1
+        if actual != segment.size:
+            self.offline_reason = f"a failed write left {segment.log_path.name} inconsistent: {exc}"
+            log.error("partition offline", extra={"partition": self.name, "error": str(exc)})
+        else:
+            log.warning(
+                "append failed and was rolled back",
+                extra={"partition": self.name, "error": str(exc)},
+            )
+
+    def _flush_epochs(self) -> None:
+        try:
+            self.epochs.flush()
+        except OSError as exc:
+            raise KafkaStorageError(
+                f"{self.name}: cannot write leader-epoch checkpoint: {exc}"
+            ) from exc
+
+    # -- rolling -----------------------------------------------------------------
+
+    def _maybe_roll(self, incoming_bytes: int, infos: list[BatchInfo]) -> None:
+        segment = self.active_segment
+        if segment.size == 0:
+            return
+        now = self.clock()
+        max_ts = max(i.max_timestamp for i in infos)
+        if segment.rolling_based_timestamp is not None and segment.rolling_based_timestamp >= 0:
+            waited = max_ts - segment.rolling_based_timestamp
+        else:
+            waited = now - segment.created_ms
+        reason = None
+        if segment.size > self.config.segment_bytes - incoming_bytes:
+            reason = "segment.bytes"
+        elif waited > self.config.segment_ms - self.config.segment_jitter_ms:
+            reason = "segment.ms"
+        elif segment.offset_index.is_full or segment.time_index.is_full:
+            reason = "segment.index.bytes"
+        elif infos[-1].last_offset - segment.base_offset > _MAX_RELATIVE_OFFSET:
+            reason = "relative offset overflow"
+        if reason is not None:
+            self._roll(infos[0].base_offset, reason)
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset (a no-op if it is empty)."""
+        with self._lock:
+            self._check_online()
+            if self.active_segment.size == 0:
+                return self.active_segment
+            return self._roll(self.log_end_offset, "requested")
+
+    def _roll(self, base_offset: int, reason: str) -> LogSegment:
+        old = self.active_segment
+        try:
+            old.on_become_inactive()
+            old.flush()
+            segment = LogSegment.create(
+                self.directory,
+                base_offset,
+                index_interval_bytes=self.config.index_interval_bytes,
+                max_index_entries=max(1, self.config.segment_index_bytes // 8),
+                created_ms=self.clock(),
+            )
+        except OSError as exc:
+            raise KafkaStorageError(f"{self.name}: cannot roll a new segment: {exc}") from exc
+        self.recovery_point = max(self.recovery_point, old.next_offset)
+        self._segments.append(segment)
+        self._base_offsets.append(base_offset)
+        log.debug(
+            "rolled segment",
+            extra={"partition": self.name, "base_offset": base_offset, "reason": reason},
+        )
+        return segment
+
+    # -- reads -------------------------------------------------------------------
+
+    def _segment_index_for(self, offset: int) -> int:
+        return max(0, bisect.bisect_right(self._base_offsets, offset) - 1)
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FileRegion | None:
+        """Bytes of whole batches from the one holding ``start_offset``, never reaching
+        ``max_offset`` (the high watermark unless given). None when nothing is readable."""
+        with self._lock:
+            self._check_online()
+            leo = self.log_end_offset
+            if start_offset < self.log_start_offset or start_offset > leo:
+                raise OffsetOutOfRangeError(
+                    f"offset {start_offset} is outside [{self.log_start_offset}, {leo}] "
+                    f"of {self.name}"
+                )
+            upper = min(self.high_watermark if max_offset is None else max_offset, leo)
+            if start_offset >= upper:
+                return None
+            try:
+                for i in range(self._segment_index_for(start_offset), len(self._segments)):
+                    segment = self._segments[i]
+                    if segment.base_offset >= upper:
+                        return None
+                    region = segment.read(
+                        start_offset,
+                        max_bytes,
+                        self._position_of(segment, i, upper),
+                        min_one_batch=min_one_batch,
+                    )
+                    if region is not None:
+                        return region
+            except OSError as exc:
+                raise KafkaStorageError(f"{self.name}: read failed: {exc}") from exc
+            return None
+
+    def _position_of(self, segment: LogSegment, index: int, upper: int) -> int:
+        """File position in ``segment`` where offsets >= ``upper`` begin."""
+        is_last = index == len(self._segments) - 1
+        segment_end = segment.next_offset if is_last else self._base_offsets[index + 1]
+        if upper >= segment_end:
+            return segment.size
+        found = segment.translate_offset(upper)
+        return segment.size if found is None else found[1]
+
+    def iter_batches(
+        self, start_offset: int | None = None, max_offset: int | None = None
+    ) -> Iterator[bytes]:
+        """Every whole batch from ``start_offset``, as bytes (tools and tests, not hot paths)."""
+        offset = self.log_start_offset if start_offset is None else start_offset
+        upper = self.log_end_offset if max_offset is None else max_offset
+        while offset < upper:
+            region = self.read(offset, 1 << 20, max_offset=upper)
+            if region is None:
+                return
+            data = region.read()
+            pos = 0
+            progressed = False
+            while len(data) - pos >= HEADER_SIZE:
+                header = read_header(data, pos)
+                if pos + header.size > len(data):
+                    break
+                yield data[pos : pos + header.size]
+                offset = header.next_offset
+                pos += header.size
+                progressed = True
+            if not progressed:
+                return
+
+    # -- offset lookups ----------------------------------------------------------
+
+    def offset_for_timestamp(
+        self, timestamp: int, *, max_offset: int | None = None
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record whose timestamp is >= ``timestamp``."""
+        with self._lock:
+            self._check_online()
+            upper = self.high_watermark if max_offset is None else max_offset
+            for segment in list(self._segments):
+                if segment.largest_timestamp < timestamp and segment is not self.active_segment:
+                    continue
+                found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return found if found[0] < upper else None
+            return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3)."""
+        with self._lock:
+            self._check_online()
+            best: tuple[int, int, LogSegment] | None = None
+            for segment in self._segments:
+                ts, offset = _max_timestamp_of(segment)
+                if ts >= 0 and (best is None or ts > best[0]):
+                    best = (ts, offset, segment)
+            if best is None:
+                return None
+            ts, offset_hint, segment = best
+            return segment.offset_of_timestamp_in_batch(offset_hint, ts), ts
+
+    # -- removing data -----------------------------------------------------------
+
+    def delete_records(self, offset: int) -> int:
+        """Advance the log start offset to ``offset`` (DeleteRecords); -1 means the HW."""
+        with self._lock:
+            self._check_online()
+            target = self.high_watermark if offset == -1 else offset
+            if target < 0 or target > self.high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records of {self.name} up to {target}: the high watermark "
+                    f"is {self.high_watermark}"
+                )
+            if target > self.log_start_offset:
+                self._advance_log_start(target)
+                self._delete_segments_while(
+                    lambda _s, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset,
+                    "log start offset",
+                )
+            return self.log_start_offset
+
+    def _advance_log_start(self, offset: int) -> None:
+        self.log_start_offset = offset
+        self.high_watermark = max(self.high_watermark, offset)
+        self.recovery_point = max(self.recovery_point, min(offset, self.log_end_offset))
+        self.first_dirty_offset = max(self.first_dirty_offset, offset)
+        self.epochs.truncate_from_start(offset)
+        self._flush_epochs()
+
+    def enforce_retention(self) -> int:
+        """Delete whole segments past retention.ms or retention.bytes; return how many."""
+        with self._lock:
+            self._check_online()
+            deleted = self._delete_segments_while(
+                lambda _s, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset,
+                "log start offset",
+            )
+            if not self.config.delete:
+                return deleted
+            now = self.clock()
+            if self.config.retention_ms >= 0:
+                deleted += self._delete_segments_while(
+                    lambda s, _n: now - s.largest_timestamp > self.config.retention_ms,
+                    "retention.ms",
+                )
+            if self.config.retention_bytes >= 0:
+                excess = self.size_bytes - self.config.retention_bytes
+
+                def over_size(segment: LogSegment, _next: LogSegment | None) -> bool:
+                    nonlocal excess
+                    if excess - segment.size >= 0:
+                        excess -= segment.size
+                        return True
+                    return False
+
+                deleted += self._delete_segments_while(over_size, "retention.bytes")
+            return deleted
+
+    def _delete_segments_while(
+        self, predicate: Callable[[LogSegment, LogSegment | None], bool], reason: str
+    ) -> int:
+        doomed: list[LogSegment] = []
+        for i, segment in enumerate(self._segments):
+            nxt = self._segments[i + 1] if i + 1 < len(self._segments) else None
+            upper = nxt.base_offset if nxt is not None else self.log_end_offset
+            if nxt is None and segment.size == 0:
+                break
+            if upper > self.high_watermark or not predicate(segment, nxt):
+                break
+            doomed.append(segment)
+        if not doomed:
+            return 0
+        if len(doomed) == len(self._segments):
+            self._roll(self.log_end_offset, reason)
+        for segment in doomed:
+            self._schedule_deletion(segment)
+        del self._segments[: len(doomed)]
+        del self._base_offsets[: len(doomed)]
+        new_start = self._segments[0].base_offset
+        if new_start > self.log_start_offset:
+            self._advance_log_start(new_start)
+        log.info(
+            "deleted segments",
+            extra={
+                "partition": self.name,
+                "count": len(doomed),
+                "reason": reason,
+                "log_start_offset": self.log_start_offset,
+            },
+        )
+        return len(doomed)
+
+    def _schedule_deletion(self, segment: LogSegment) -> None:
+        # Renamed now, removed after file.delete.delay.ms, so a FileRegion already handed
+        # to the network layer stays readable.
+        try:
+            segment.rename_for_deletion()
+        except OSError as exc:
+            raise KafkaStorageError(f"{self.name}: cannot delete segment: {exc}") from exc
+        due = self.clock() + self.config.file_delete_delay_ms
+        self._pending_deletions.append(_PendingDeletion(segment, due))
+        if self.config.file_delete_delay_ms == 0:
+            self.purge_deleted_segments()
+
+    def purge_deleted_segments(self) -> int:
+        now = self.clock()
+        due = [p for p in self._pending_deletions if p.due_ms <= now]
+        for pending in due:
+            if pending.close_only:
+                pending.segment.close_file()
+            else:
+                pending.segment.delete_files()
+        self._pending_deletions = [p for p in self._pending_deletions if p.due_ms > now]
+        return len(due)
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch at or after ``offset`` (a follower that diverged)."""
+        with self._lock:
+            self._check_online()
+            if offset >= self.log_end_offset:
+                return 0
+            if offset < self.log_start_offset:
+                self.truncate_fully_and_start_at(offset)
+                return 0
+            removed = 0
+            while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
+                segment = self._segments.pop()
+                self._base_offsets.pop()
+                removed += segment.size
+                self._schedule_deletion(segment)
+            try:
+                removed += self.active_segment.truncate_to(offset)
+            except OSError as exc:
+                self.offline_reason = f"truncation failed: {exc}"
+                raise KafkaStorageError(f"{self.name}: truncation failed: {exc}") from exc
+            self._after_truncation()
+            return removed
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        with self._lock:
+            for segment in self._segments:
+                self._schedule_deletion(segment)
+            segment = LogSegment.create(
+                self.directory,
+                offset,
+                index_interval_bytes=self.config.index_interval_bytes,
+                max_index_entries=max(1, self.config.segment_index_bytes // 8),
+                created_ms=self.clock(),
+            )
+            self._segments = [segment]
+            self._base_offsets = [offset]
+            self.log_start_offset = offset
+            self.first_dirty_offset = offset
+            self.epochs.clear()
+            self._flush_epochs()
+            self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        leo = self.log_end_offset
+        self.high_watermark = min(self.high_watermark, leo)
+        self.recovery_point = min(self.recovery_point, leo)
+        self.first_dirty_offset = min(self.first_dirty_offset, leo)
+        self.epochs.truncate_from_end(leo)
+        self._flush_epochs()
+
+    # -- durability --------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync every segment with unwritten data; the recovery point becomes the LEO."""
+        with self._lock:
+            self._check_online()
+            try:
+                for segment in self._segments:
+                    if segment.unflushed:
+                        segment.flush()
+            except OSError as exc:
+                raise KafkaStorageError(f"{self.name}: flush failed: {exc}") from exc
+            self.recovery_point = self.log_end_offset
+            self._unflushed_messages = 0
+            self._last_flush_ms = self.clock()
+
+    def maybe_flush(self) -> bool:
+        """Apply flush.ms; the broker calls this on a timer."""
+        with self._lock:
+            if self.offline_reason or not self._unflushed_messages:
+                return False
+            if self.clock() - self._last_flush_ms < self.config.flush_ms:
+                return False
+            self.flush()
+            return True
+
+    def close(self) -> None:
+        with self._lock:
+            for segment in self._segments:
+                segment.close()
+            for pending in self._pending_deletions:
+                if pending.close_only:
+                    pending.segment.close_file()
+                else:
+                    pending.segment.delete_files()
+            self._pending_deletions.clear()
+
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self.config = config
+            for segment in self._segments:
+                segment.index_interval_bytes = config.index_interval_bytes
+
+    def swap_segment(self, old: LogSegment, swap_path: Path) -> None:
+        """Replace a closed segment's file by a compacted copy with the same base offset.
+
+        The old file descriptor stays open for file.delete.delay.ms: a region already
+        handed out keeps reading the old inode.
+        """
+        with self._lock:
+            i = self._segments.index(old)
+            os.replace(swap_path, old.log_path)
+            new = LogSegment.open_existing(
+                self.directory,
+                old.base_offset,
+                index_interval_bytes=self.config.index_interval_bytes,
+                max_index_entries=max(1, self.config.segment_index_bytes // 8),
+            )
+            new.rebuild_indexes()
+            self._segments[i] = new
+            due = self.clock() + self.config.file_delete_delay_ms
+            self._pending_deletions.append(_PendingDeletion(old, due, close_only=True))
+            self.purge_deleted_segments()
+
+
+def _max_timestamp_of(segment: LogSegment) -> tuple[int, int]:
+    if segment.max_timestamp_so_far >= 0:
+        return segment.max_timestamp_so_far, segment.offset_of_max_timestamp
+    last = segment.time_index.last_entry
+    if last is None:
+        return -1, -1
+    return last

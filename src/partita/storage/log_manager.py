@@ -1,0 +1,231 @@
+"""All partition logs of one data directory, with the directory-wide checkpoints.
+
+    <data-dir>/
+      orders-0/  orders-1/ ...               one directory per partition
+      recovery-point-offset-checkpoint       flushed-up-to offset per partition
+      log-start-offset-checkpoint
+      replication-offset-checkpoint          high watermarks
+      cleaner-offset-checkpoint              compaction progress
+      .kafka_cleanshutdown                   present only between a clean stop and a start
+
+A partition that cannot be loaded or written is marked offline with its reason; the
+others keep working.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from partita.errors import KafkaStorageError, UnknownTopicOrPartitionError
+from partita.storage.checkpoint import CheckpointCorruptError, read_offsets, write_offsets
+from partita.storage.cleaner import clean_if_needed
+from partita.storage.config import LogConfig
+from partita.storage.loader import open_partition_log
+from partita.storage.log import Clock, PartitionLog, wall_clock_ms
+
+log = logging.getLogger(__name__)
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+DELETE_DIR_SUFFIX = "-delete"
+
+TopicPartition = tuple[str, int]
+ConfigLookup = Callable[[str], LogConfig]
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    topic, sep, number = name.rpartition("-")
+    if not sep or not topic or not number.isdigit():
+        return None
+    return topic, int(number)
+
+
+class LogManager:
+    def __init__(
+        self,
+        data_dir: Path,
+        config_for: ConfigLookup | None = None,
+        *,
+        clock: Clock = wall_clock_ms,
+    ) -> None:
+        self.data_dir = data_dir
+        self.config_for: ConfigLookup = config_for or (lambda _topic: LogConfig())
+        self.clock = clock
+        self.logs: dict[TopicPartition, PartitionLog] = {}
+        self.offline: dict[TopicPartition, str] = {}
+        self.loaded_cleanly = True
+
+    # -- start and stop ----------------------------------------------------------
+
+    def startup(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        marker = self.data_dir / CLEAN_SHUTDOWN_MARKER
+        clean = marker.exists()
+        self.loaded_cleanly = clean
+        recovery = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
+        starts = self._read_checkpoint(LOG_START_CHECKPOINT)
+        hws = self._read_checkpoint(HIGH_WATERMARK_CHECKPOINT)
+        dirty = self._read_checkpoint(CLEANER_CHECKPOINT)
+        for path in sorted(self.data_dir.iterdir()):
+            if not path.is_dir():
+                continue
+            if path.name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            tp = parse_partition_dir(path.name)
+            if tp is None:
+                continue
+            try:
+                partition_log = open_partition_log(
+                    path,
+                    tp[0],
+                    tp[1],
+                    self.config_for(tp[0]),
+                    clean_shutdown=clean,
+                    recovery_point=recovery.get(tp, 0),
+                    log_start_offset=starts.get(tp, 0),
+                    high_watermark=hws.get(tp, 0),
+                    clock=self.clock,
+                )
+            except Exception as exc:  # one bad partition must not stop the broker
+                self.offline[tp] = f"{type(exc).__name__}: {exc}"
+                log.error(
+                    "partition could not be loaded and is offline",
+                    extra={"partition": path.name, "error": str(exc)},
+                )
+                continue
+            partition_log.first_dirty_offset = max(
+                partition_log.log_start_offset, dirty.get(tp, partition_log.log_start_offset)
+            )
+            self.logs[tp] = partition_log
+        marker.unlink(missing_ok=True)
+        log.info(
+            "log manager started",
+            extra={
+                "partitions": len(self.logs),
+                "offline": len(self.offline),
+                "clean_shutdown": clean,
+            },
+        )
+
+    def _read_checkpoint(self, name: str) -> dict[TopicPartition, int]:
+        try:
+            return read_offsets(self.data_dir / name)
+        except (CheckpointCorruptError, OSError) as exc:
+            log.warning(
+                "ignoring an unreadable checkpoint; partitions will be fully recovered",
+                extra={"checkpoint": name, "error": str(exc)},
+            )
+            return {}
+
+    def shutdown(self) -> None:
+        """Flush everything, write the checkpoints and the clean-shutdown marker."""
+        all_flushed = True
+        for tp, partition_log in self.logs.items():
+            try:
+                if partition_log.offline_reason is None:
+                    partition_log.flush()
+            except KafkaStorageError as exc:
+                all_flushed = False
+                log.error(
+                    "flush at shutdown failed",
+                    extra={"partition": f"{tp[0]}-{tp[1]}", "error": str(exc)},
+                )
+        self.checkpoint()
+        for partition_log in self.logs.values():
+            partition_log.close()
+        if all_flushed and not self.offline:
+            (self.data_dir / CLEAN_SHUTDOWN_MARKER).touch()
+
+    def checkpoint(self) -> None:
+        """Persist recovery points, log start offsets, high watermarks and cleaner progress."""
+        online = [(tp, lg) for tp, lg in self.logs.items()]
+        write_offsets(
+            self.data_dir / RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in online}
+        )
+        write_offsets(
+            self.data_dir / LOG_START_CHECKPOINT, {tp: lg.log_start_offset for tp, lg in online}
+        )
+        write_offsets(
+            self.data_dir / HIGH_WATERMARK_CHECKPOINT, {tp: lg.high_watermark for tp, lg in online}
+        )
+        write_offsets(
+            self.data_dir / CLEANER_CHECKPOINT,
+            {tp: lg.first_dirty_offset for tp, lg in online if lg.config.compact},
+        )
+
+    # -- partitions --------------------------------------------------------------
+
+    def get(self, topic: str, partition: int) -> PartitionLog:
+        tp = (topic, partition)
+        if tp in self.offline:
+            raise KafkaStorageError(f"partition {topic}-{partition} is offline: {self.offline[tp]}")
+        try:
+            return self.logs[tp]
+        except KeyError:
+            raise UnknownTopicOrPartitionError(f"no partition {topic}-{partition}") from None
+
+    def get_or_create(self, topic: str, partition: int) -> PartitionLog:
+        tp = (topic, partition)
+        existing = self.logs.get(tp)
+        if existing is not None:
+            return existing
+        if tp in self.offline:
+            raise KafkaStorageError(f"partition {topic}-{partition} is offline: {self.offline[tp]}")
+        try:
+            created = open_partition_log(
+                self.data_dir / f"{topic}-{partition}",
+                topic,
+                partition,
+                self.config_for(topic),
+                clean_shutdown=True,
+                clock=self.clock,
+            )
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot create partition {topic}-{partition}: {exc}") from exc
+        self.logs[tp] = created
+        return created
+
+    def delete_partition(self, topic: str, partition: int) -> None:
+        """Remove a partition: rename its directory aside at once, then delete it."""
+        tp = (topic, partition)
+        partition_log = self.logs.pop(tp, None)
+        self.offline.pop(tp, None)
+        directory = self.data_dir / f"{topic}-{partition}"
+        if partition_log is not None:
+            partition_log.close()
+        if directory.exists():
+            doomed = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+            directory.rename(doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
+
+    def __iter__(self) -> Iterator[PartitionLog]:
+        return iter(list(self.logs.values()))
+
+    # -- background work ---------------------------------------------------------
+
+    def run_maintenance(self) -> dict[str, int]:
+        """One pass of retention, compaction, flush.ms and delayed deletes."""
+        totals = {"segments_deleted": 0, "logs_cleaned": 0, "flushed": 0, "purged": 0}
+        for partition_log in self:
+            if partition_log.offline_reason is not None:
+                continue
+            try:
+                totals["segments_deleted"] += partition_log.enforce_retention()
+                if partition_log.config.compact and clean_if_needed(partition_log) is not None:
+                    totals["logs_cleaned"] += 1
+                totals["flushed"] += int(partition_log.maybe_flush())
+                totals["purged"] += partition_log.purge_deleted_segments()
+            except KafkaStorageError as exc:
+                log.error(
+                    "maintenance failed for a partition",
+                    extra={"partition": partition_log.name, "error": str(exc)},
+                )
+        return totals

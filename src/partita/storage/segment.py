@@ -1,0 +1,556 @@
+"""One segment of a partition log: ``<base>.log`` with its ``.index`` and ``.timeindex``.
+
+The segment never decodes records on the append or read path. It scans batch headers
+(reading a window of the file at a time) only to translate an offset into a file
+position, and validates CRCs only when recovering after an unclean shutdown.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from partita.errors import CorruptRecordError
+from partita.protocol.record_batch import HEADER_SIZE, BatchHeader, check_crc, read_header
+from partita.protocol.records import decode_records
+from partita.storage.file_region import FileRegion
+from partita.storage.indexes import (
+    IndexCorruptError,
+    OffsetIndex,
+    TimeIndex,
+    read_last_time_entry,
+)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+CORRUPT_SUFFIX = ".corrupt"
+
+_SCAN_WINDOW = 16 * 1024
+_RECOVERY_WINDOW = 4 * 1024 * 1024
+_IOV_MAX = 1024
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchInfo:
+    """What the segment needs to know about a batch it appends (from its header)."""
+
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    size: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryResult:
+    valid_bytes: int
+    truncated_bytes: int
+    batches: int
+    epochs: list[tuple[int, int]]  # (leader epoch, first offset) as found in the batches
+    error: str | None
+
+
+class LogSegment:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_entries: int,
+        created_ms: int,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_entries = max_index_entries
+        self.created_ms = created_ms
+        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self.index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX)
+        self.time_index_path = directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
+        self._fd: int | None = None
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        self.size = 0
+        self.next_offset = base_offset
+        self.max_timestamp_so_far = -1
+        self.offset_of_max_timestamp = -1
+        self.rolling_based_timestamp: int | None = None
+        self.bytes_since_last_index_entry = 0
+        self.unflushed = False
+
+    # -- opening -----------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_entries: int,
+        created_ms: int,
+    ) -> LogSegment:
+        segment = cls(
+            directory,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            max_index_entries=max_index_entries,
+            created_ms=created_ms,
+        )
+        for path in (segment.log_path, segment.index_path, segment.time_index_path):
+            path.unlink(missing_ok=True)
+        segment._offset_index = OffsetIndex(segment.index_path, base_offset, max_index_entries)
+        segment._time_index = TimeIndex(segment.time_index_path, base_offset, max_index_entries)
+        segment.fd  # noqa: B018 - create the file now so the directory reflects the roll
+        return segment
+
+    @classmethod
+    def open_existing(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_entries: int,
+    ) -> LogSegment:
+        log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        stat = log_path.stat()
+        segment = cls(
+            directory,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            max_index_entries=max_index_entries,
+            created_ms=int(stat.st_mtime * 1000),
+        )
+        segment.size = stat.st_size
+        return segment
+
+    @property
+    def fd(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        return self._fd
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        if self._offset_index is None:
+            self._load_indexes()
+        assert self._offset_index is not None
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        if self._time_index is None:
+            self._load_indexes()
+        assert self._time_index is not None
+        return self._time_index
+
+    def _load_indexes(self) -> None:
+        """Load both indexes; if either is missing or fails its checks, rebuild both."""
+        try:
+            if not self.index_path.exists() or not self.time_index_path.exists():
+                raise IndexCorruptError("index file missing")
+            offset_index = OffsetIndex.load(
+                self.index_path, self.base_offset, self.max_index_entries, self.size
+            )
+            time_index = TimeIndex.load(
+                self.time_index_path, self.base_offset, self.max_index_entries
+            )
+            last = time_index.last_entry
+            if last is not None and last[1] >= self._next_offset_after(offset_index):
+                raise IndexCorruptError("time index points past the end of the log")
+        except (IndexCorruptError, CorruptRecordError, OSError):
+            self.rebuild_indexes()
+            return
+        self._offset_index, self._time_index = offset_index, time_index
+
+    def _next_offset_after(self, offset_index: OffsetIndex) -> int:
+        """Next offset of the segment, scanning headers from the last index entry."""
+        indexed_offset, position = offset_index.last_entry
+        next_offset = self.base_offset
+        found = False
+        for _pos, header in self.iter_headers(position):
+            if not found and len(offset_index) and header.last_offset != indexed_offset:
+                raise IndexCorruptError("offset index entry does not point at its batch")
+            found = True
+            next_offset = header.next_offset
+        return next_offset
+
+    def load_tail_state(self) -> None:
+        """Restore next offset, max timestamp and roll timestamp for the active segment.
+
+        Scans only the headers after the last offset-index entry, so it is cheap after a
+        clean shutdown.
+        """
+        index = self.offset_index
+        times = self.time_index
+        _, start = index.last_entry
+        last_entry = times.last_entry
+        if last_entry is not None:
+            self.max_timestamp_so_far, self.offset_of_max_timestamp = last_entry
+        self.next_offset = self.base_offset
+        end = start
+        for pos, header in self.iter_headers(start):
+            if header.max_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+            self.next_offset = header.next_offset
+            end = pos + header.size
+        self.bytes_since_last_index_entry = end - start
+        if end != self.size:
+            raise CorruptRecordError(
+                f"{self.log_path.name}: {self.size - end} bytes after the last complete batch"
+            )
+        first_header = next(self.iter_headers(0), None)
+        self.rolling_based_timestamp = first_header[1].max_timestamp if first_header else None
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Newest record timestamp, or the file's mtime if no record carries one."""
+        if self.max_timestamp_so_far >= 0:
+            return self.max_timestamp_so_far
+        last = read_last_time_entry(self.time_index_path, self.base_offset)
+        if last is not None and last[0] >= 0:
+            return last[0]
+        try:
+            return int(self.log_path.stat().st_mtime * 1000)
+        except OSError:
+            return self.created_ms
+
+    # -- appending ---------------------------------------------------------------
+
+    def append(self, buffers: Sequence[bytes | memoryview], infos: Sequence[BatchInfo]) -> None:
+        """Write already-validated batches at the end of the segment.
+
+        On an I/O error the file is cut back to its previous size before the error is
+        raised, so a failed append leaves no partial batch behind.
+        """
+        total = sum(info.size for info in infos)
+        fd = self.fd
+        try:
+            _write_all(fd, buffers, total)
+        except OSError:
+            try:
+                os.ftruncate(fd, self.size)
+            finally:
+                raise
+        offset_index, time_index = self.offset_index, self.time_index
+        position = self.size
+        for info in infos:
+            if info.max_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = info.max_timestamp
+                self.offset_of_max_timestamp = info.last_offset
+            if self.bytes_since_last_index_entry > self.index_interval_bytes:
+                offset_index.append(info.last_offset, position)
+                time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
+                self.bytes_since_last_index_entry = 0
+            position += info.size
+            self.bytes_since_last_index_entry += info.size
+        if self.rolling_based_timestamp is None:
+            self.rolling_based_timestamp = infos[0].max_timestamp
+        self.size = position
+        self.next_offset = infos[-1].last_offset + 1
+        self.unflushed = True
+
+    def on_become_inactive(self) -> None:
+        """Record the final max timestamp in the time index, as Kafka does on roll."""
+        if self.max_timestamp_so_far >= 0:
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
+        self.time_index.flush()
+        self.offset_index.flush()
+
+    def flush(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+        if self._offset_index is not None:
+            self._offset_index.flush(sync=True)
+        if self._time_index is not None:
+            self._time_index.flush(sync=True)
+        self.unflushed = False
+
+    # -- reading -----------------------------------------------------------------
+
+    def iter_headers(
+        self, start: int = 0, end: int | None = None
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """Yield (position, header) of each complete batch from ``start``.
+
+        Reads a window of the file at a time so that a scan costs one system call per
+        window, not per batch.
+        """
+        limit = self.size if end is None else min(end, self.size)
+        fd = self.fd
+        pos = start
+        window = b""
+        window_start = start
+        while pos + HEADER_SIZE <= limit:
+            rel = pos - window_start
+            if rel + HEADER_SIZE > len(window):
+                window = os.pread(fd, min(_SCAN_WINDOW, limit - pos), pos)
+                window_start, rel = pos, 0
+                if len(window) < HEADER_SIZE:
+                    return
+            header = read_header(window, rel)
+            if pos + header.size > limit:
+                return
+            yield pos, header
+            pos += header.size
+
+    def translate_offset(
+        self, offset: int, start_position: int = 0
+    ) -> tuple[BatchHeader, int] | None:
+        """The first batch whose last offset is >= ``offset``, with its file position."""
+        _, position = self.offset_index.lookup(offset)
+        for pos, header in self.iter_headers(max(position, start_position)):
+            if header.last_offset >= offset:
+                return header, pos
+        return None
+
+    def read(
+        self, start_offset: int, max_bytes: int, max_position: int, *, min_one_batch: bool
+    ) -> FileRegion | None:
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        header, position = found
+        available = min(max_position, self.size) - position
+        if available <= 0:
+            return None
+        wanted = max(max_bytes, header.size) if min_one_batch else max_bytes
+        length = min(available, wanted)
+        if length <= 0:
+            return None
+        return FileRegion(self.fd, position, length, header.base_offset)
+
+    def read_batch(self, position: int, size: int) -> bytes:
+        data = os.pread(self.fd, size, position)
+        if len(data) != size:
+            raise CorruptRecordError(f"{self.log_path.name}: short read at {position}")
+        return data
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record from ``start_offset`` with ts >= target."""
+        candidate = max(self.time_index.lookup_before(timestamp), start_offset)
+        found = self.translate_offset(candidate)
+        if found is None:
+            return None
+        for pos, header in self.iter_headers(found[1]):
+            if header.max_timestamp < timestamp or header.last_offset < start_offset:
+                continue
+            _, records = decode_records(self.read_batch(pos, header.size))
+            for record in records:
+                if record.timestamp >= timestamp and record.offset >= start_offset:
+                    return record.offset, record.timestamp
+        return None
+
+    def offset_of_timestamp_in_batch(self, offset_hint: int, timestamp: int) -> int:
+        """The first record in the batch holding ``offset_hint`` with this timestamp."""
+        found = self.translate_offset(offset_hint)
+        if found is None:
+            return offset_hint
+        header, pos = found
+        _, records = decode_records(self.read_batch(pos, header.size))
+        for record in records:
+            if record.timestamp == timestamp:
+                return record.offset
+        return offset_hint
+
+    # -- recovery and truncation -------------------------------------------------
+
+    def rebuild_indexes(self) -> None:
+        """Rebuild both indexes from batch headers (no CRC checks)."""
+        offset_index = OffsetIndex(self.index_path, self.base_offset, self.max_index_entries)
+        time_index = TimeIndex(self.time_index_path, self.base_offset, self.max_index_entries)
+        offset_index.delete_file()
+        time_index.delete_file()
+        since_last = 0
+        max_ts, offset_of_max = -1, -1
+        for pos, header in self.iter_headers(0):
+            if header.max_timestamp > max_ts:
+                max_ts, offset_of_max = header.max_timestamp, header.last_offset
+            if since_last > self.index_interval_bytes:
+                offset_index.append(header.last_offset, pos)
+                time_index.maybe_append(max_ts, offset_of_max)
+                since_last = 0
+            since_last += header.size
+        offset_index.flush()
+        time_index.flush()
+        self._offset_index, self._time_index = offset_index, time_index
+
+    def recover(self, first_expected_offset: int) -> RecoveryResult:
+        """Validate every batch (header, CRC, offset order), rebuild the indexes, and cut
+        the file at the first invalid byte. The cut bytes are kept beside the segment in a
+        ``.corrupt`` file so that nothing disappears without a trace."""
+        offset_index = OffsetIndex(self.index_path, self.base_offset, self.max_index_entries)
+        time_index = TimeIndex(self.time_index_path, self.base_offset, self.max_index_entries)
+        offset_index.delete_file()
+        time_index.delete_file()
+        self._offset_index, self._time_index = offset_index, time_index
+        size = os.fstat(self.fd).st_size
+        pos = 0
+        expected = first_expected_offset
+        batches = 0
+        epochs: list[tuple[int, int]] = []
+        error: str | None = None
+        self.size = 0
+        self.next_offset = self.base_offset
+        self.max_timestamp_so_far = -1
+        self.offset_of_max_timestamp = -1
+        self.rolling_based_timestamp = None
+        self.bytes_since_last_index_entry = 0
+        window = b""
+        window_start = 0
+        while pos < size:
+            rel = pos - window_start
+            if rel + HEADER_SIZE > len(window):
+                window = os.pread(self.fd, min(_RECOVERY_WINDOW, size - pos), pos)
+                window_start, rel = pos, 0
+            try:
+                header = read_header(window, rel)
+                if header.base_offset < expected or header.last_offset_delta < 0:
+                    raise CorruptRecordError(
+                        f"batch offset {header.base_offset} is below the expected {expected}"
+                    )
+                if pos + header.size > size:
+                    raise CorruptRecordError(
+                        f"torn write: batch at position {pos} needs {header.size} bytes, "
+                        f"{size - pos} present"
+                    )
+                if rel + header.size > len(window):
+                    window = os.pread(
+                        self.fd, max(header.size, min(_RECOVERY_WINDOW, size - pos)), pos
+                    )
+                    window_start, rel = pos, 0
+                check_crc(window, rel, header)
+            except CorruptRecordError as exc:
+                error = str(exc)
+                break
+            info = BatchInfo(
+                header.base_offset,
+                header.last_offset,
+                header.max_timestamp,
+                header.size,
+                header.partition_leader_epoch,
+            )
+            self._account(info, pos)
+            if header.partition_leader_epoch >= 0 and (
+                not epochs or header.partition_leader_epoch > epochs[-1][0]
+            ):
+                epochs.append((header.partition_leader_epoch, header.base_offset))
+            expected = header.next_offset
+            pos += header.size
+            batches += 1
+        truncated = size - pos
+        if truncated:
+            self._quarantine(pos, size)
+            os.ftruncate(self.fd, pos)
+        offset_index.flush()
+        time_index.flush()
+        self.size = pos
+        return RecoveryResult(pos, truncated, batches, epochs, error)
+
+    def _account(self, info: BatchInfo, position: int) -> None:
+        if info.max_timestamp > self.max_timestamp_so_far:
+            self.max_timestamp_so_far = info.max_timestamp
+            self.offset_of_max_timestamp = info.last_offset
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(info.last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += info.size
+        if self.rolling_based_timestamp is None:
+            self.rolling_based_timestamp = info.max_timestamp
+        self.next_offset = info.last_offset + 1
+
+    def _quarantine(self, start: int, end: int) -> Path:
+        target = self.directory / f"{self.log_path.name}.{start}{CORRUPT_SUFFIX}"
+        with open(target, "wb") as out:
+            pos = start
+            while pos < end:
+                chunk = os.pread(self.fd, min(_RECOVERY_WINDOW, end - pos), pos)
+                if not chunk:
+                    break
+                out.write(chunk)
+                pos += len(chunk)
+        return target
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose last offset is >= ``offset``; return the bytes removed."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        _, position = found
+        removed = self.size - position
+        os.ftruncate(self.fd, position)
+        self.size = position
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.max_timestamp_so_far = -1
+        self.offset_of_max_timestamp = -1
+        self.load_tail_state()
+        if self.size == 0:
+            self.next_offset = self.base_offset
+        self.unflushed = True
+        return removed
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._offset_index is not None:
+            self._offset_index.flush()
+        if self._time_index is not None:
+            self._time_index.flush()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def close_file(self) -> None:
+        """Close the descriptor only; the files on disk belong to someone else now."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def all_paths(self) -> list[Path]:
+        return [self.log_path, self.index_path, self.time_index_path]
+
+    def rename_for_deletion(self) -> None:
+        """Step one of a delayed delete: move the files aside, keep the fd open."""
+        for path in self.all_paths():
+            if path.exists():
+                path.rename(path.with_name(path.name + DELETED_SUFFIX))
+
+    def delete_files(self) -> None:
+        self.close()
+        for path in self.all_paths():
+            path.with_name(path.name + DELETED_SUFFIX).unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
+
+
+def _write_all(fd: int, buffers: Sequence[bytes | memoryview], total: int) -> None:
+    """writev everything, resuming after short writes (a full disk reports one first)."""
+    pending: list[bytes | memoryview] = list(buffers)
+    remaining = total
+    while remaining > 0:
+        written = os.writev(fd, pending[:_IOV_MAX])
+        if written <= 0:
+            raise OSError("write made no progress")
+        remaining -= written
+        while written > 0 and pending:
+            head = pending[0]
+            if written >= len(head):
+                written -= len(head)
+                pending.pop(0)
+            else:
+                pending[0] = memoryview(head)[written:]
+                written = 0
