@@ -32,9 +32,7 @@ class LeaderEpochCache:
             entries = read_epochs(path)
         except (CheckpointCorruptError, OSError):
             return cls(path), False
-        ordered = all(
-            a[0] < b[0] and a[1] <= b[1] for a, b in itertools.pairwise(entries)
-        )
+        ordered = all(a[0] < b[0] and a[1] <= b[1] for a, b in itertools.pairwise(entries))
         if not ordered:
             return cls(path), False
         return cls(path, entries), True

@@ -217,7 +217,12 @@ class LogSegment:
 
     @property
     def largest_timestamp(self) -> int:
-        """Newest record timestamp, or the file's mtime if no record carries one."""
+        """Newest record timestamp, or the file's mtime if no record carries one.
+
+        An empty segment holds nothing to keep, so it counts as infinitely old.
+        """
+        if self.size == 0:
+            return -1
         if self.max_timestamp_so_far >= 0:
             return self.max_timestamp_so_far
         last = read_last_time_entry(self.time_index_path, self.base_offset)
@@ -384,6 +389,10 @@ class LogSegment:
                 time_index.maybe_append(max_ts, offset_of_max)
                 since_last = 0
             since_last += header.size
+        if max_ts >= 0:
+            # As at a roll: the newest timestamp must be findable without a scan.
+            time_index.maybe_append(max_ts, offset_of_max)
+        self.max_timestamp_so_far, self.offset_of_max_timestamp = max_ts, offset_of_max
         offset_index.flush()
         time_index.flush()
         self._offset_index, self._time_index = offset_index, time_index
