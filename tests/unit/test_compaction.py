@@ -81,7 +81,7 @@ def test_tombstones_survive_one_pass_then_expire(
     log.roll()
     clean(log)
     assert (12, b"k0", None) in contents(log)
-    tombstone_batch = [b for b in log.iter_batches() if read_header(b).base_offset == 12][0]
+    tombstone_batch = next(b for b in log.iter_batches() if read_header(b).base_offset == 12)
     header = read_header(tombstone_batch)
     assert header.has_delete_horizon and header.base_timestamp == clock.now + 1000
     assert decode_records(tombstone_batch)[1][0].timestamp == BASE_TS  # record ts kept

@@ -321,3 +321,14 @@ def test_timestamp_lookup_skips_records_below_log_start(open_manager: OpenManage
     log.update_high_watermark(10)
     log.delete_records(4)
     assert log.offset_for_timestamp(BASE_TS) == (4, BASE_TS + 4)
+
+
+def test_truncating_into_a_batch_that_straddles_the_log_start(open_manager: OpenManager) -> None:
+    log = open_manager().get_or_create("t", 0)
+    log.append_as_leader(make_batch(2), 0)
+    log.append_as_leader(make_batch(6), 0)  # offsets 2..7
+    log.update_high_watermark(8)
+    log.delete_records(4)
+    log.truncate_to(5)
+    assert (log.log_start_offset, log.log_end_offset) == (5, 5)
+    assert log.append_as_leader(make_batch(1), 0).first_offset == 5

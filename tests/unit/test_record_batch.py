@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import struct
 
+import cramjam
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from partita.errors import CorruptRecordError, InvalidRecordError
-from partita.protocol.compression import Compression
+from partita.protocol.compression import Compression, decompress
 from partita.protocol.record_batch import (
     HEADER_SIZE,
     check_crc,
@@ -125,13 +126,9 @@ def test_iter_headers_stops_at_partial_tail() -> None:
 
 
 def test_xerial_framed_snappy_is_accepted() -> None:
-    import cramjam
-
     body = bytearray()
     raw = build_batch([Record(0, 1, b"k", b"v" * 50)])
     records_part = raw[HEADER_SIZE:]
     chunk = bytes(cramjam.snappy.compress_raw(records_part))
     body += b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1) + struct.pack(">i", len(chunk)) + chunk
-    from partita.protocol.compression import decompress
-
     assert decompress(Compression.SNAPPY, bytes(body)) == records_part

@@ -589,9 +589,12 @@ class PartitionLog:
             self._check_online()
             if offset >= self.log_end_offset:
                 return 0
-            if offset < self.log_start_offset:
+            if offset < self.log_start_offset or self._batch_start(offset) < self.log_start_offset:
+                # Nothing at or after the log start would survive (whole batches go), so
+                # start afresh at the target instead of ending below the log start.
+                removed = self.size_bytes
                 self.truncate_fully_and_start_at(offset)
-                return 0
+                return removed
             removed = 0
             while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
                 segment = self._segments.pop()
@@ -605,6 +608,14 @@ class PartitionLog:
                 raise KafkaStorageError(f"{self.name}: truncation failed: {exc}") from exc
             self._after_truncation()
             return removed
+
+    def _batch_start(self, offset: int) -> int:
+        """Base offset of the batch holding ``offset`` (or of the next one after a gap)."""
+        for i in range(self._segment_index_for(offset), len(self._segments)):
+            found = self._segments[i].translate_offset(offset)
+            if found is not None:
+                return found[0].base_offset
+        return self.log_end_offset
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         with self._lock:

@@ -1,0 +1,605 @@
+"""Storage benchmark: raw disk I/O against partita's append and read paths.
+
+    .venv/bin/python benchmarks/storage_bench.py [--size-mb N] [--dir DIR] [--keep]
+                                                 [--batch-sizes 1KB 16KB 1MB] [--warm]
+                                                 [--profile {append,read,sendfile}]
+
+Everything runs in one fresh temporary directory (under var/bench, or under --dir) so
+that raw and partita figures come from the same filesystem in the same run:
+
+1. raw: write N MiB in 1 MiB chunks with os.write + fsync; read it back with 1 MiB
+   os.pread; send it to a loopback TCP socket with os.sendfile.
+2. partita appends: one valid batch per size, appended with append_as_leader until N MiB
+   are written, then flush() (fsync), default LogConfig (1 GiB segments).
+3. partita reads: PartitionLog.read() fetches of 1 MiB consumed with FileRegion.read()
+   (pread) and, separately, with os.sendfile to a loopback TCP socket.
+
+Before every read pass the page cache is dropped (/proc/sys/vm/drop_caches, falling back
+to posix_fadvise DONTNEED per file) and the eviction is checked with mincore(2), unless
+--warm asks for page-cache reads. Sizes are MiB (2**20 bytes); rates are MiB/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import ctypes
+import ctypes.util
+import mmap
+import os
+import pstats
+import re
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from partita.protocol.record_batch import read_header
+from partita.protocol.records import Record, build_batch
+from partita.storage.config import LogConfig
+from partita.storage.file_region import FileRegion
+from partita.storage.log import PartitionLog
+from partita.storage.log_manager import LogManager
+
+KIB = 1 << 10
+MIB = 1 << 20
+CHUNK_SIZE = MIB
+FETCH_MAX_BYTES = MIB
+RECORDS_PER_BATCH = 4
+DEFAULT_BATCH_SIZES = ("1KB", "16KB", "1MB")
+DEFAULT_PARENT = Path(__file__).resolve().parent.parent / "var" / "bench"
+DROP_CACHES = Path("/proc/sys/vm/drop_caches")
+
+APPEND_TARGET = 0.70
+APPEND_TARGET_MIN_BATCH = 16 * KIB
+READ_TARGET = 0.80
+
+
+# -- results -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    nbytes: int
+    seconds: float
+    batches: int = 0
+
+    @property
+    def mib_s(self) -> float:
+        return self.nbytes / MIB / self.seconds
+
+    @property
+    def batches_s(self) -> float:
+        return self.batches / self.seconds
+
+
+@dataclass(frozen=True, slots=True)
+class RawResult:
+    write: Rate
+    pread: Rate
+    sendfile: Rate
+
+
+@dataclass(frozen=True, slots=True)
+class PartitaResult:
+    label: str
+    batch_size: int
+    append: Rate
+    pread: Rate
+    sendfile: Rate
+
+
+def _expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise RuntimeError(f"benchmark invariant broken: {message}")
+
+
+# -- page cache ----------------------------------------------------------------------
+
+
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    libc = ctypes.CDLL(name, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    return libc
+
+
+def resident_pages(libc: ctypes.CDLL, path: Path) -> tuple[int, int]:
+    """(pages in the page cache, pages in the file), from mincore(2) on a shared mapping."""
+    size = path.stat().st_size
+    pages = -(-size // mmap.PAGESIZE)
+    if size == 0:
+        return 0, 0
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if addr is None or addr == ctypes.c_void_p(-1).value:
+            raise OSError(ctypes.get_errno(), f"mmap of {path} failed")
+        try:
+            vec = (ctypes.c_ubyte * pages)()
+            if libc.mincore(addr, size, vec) != 0:
+                raise OSError(ctypes.get_errno(), f"mincore of {path} failed")
+            return pages - bytes(vec).count(0), pages
+        finally:
+            libc.munmap(addr, size)
+    finally:
+        os.close(fd)
+
+
+class PageCache:
+    """Makes every read pass start cold (or leaves it warm) and records what happened."""
+
+    def __init__(self, *, drop: bool) -> None:
+        self.drop = drop
+        self.method = "not dropped (--warm): reads come from the page cache"
+        self.passes: list[tuple[str, float | None]] = []
+        self._drop_error: str | None = None
+        self._libc: ctypes.CDLL | None = None
+        with contextlib.suppress(OSError):
+            self._libc = _libc()
+
+    def prepare(self, label: str, paths: list[Path]) -> None:
+        if self.drop:
+            os.sync()
+            self.method = self._evict(paths)
+        self.passes.append((label, self._resident_fraction(paths)))
+
+    def _evict(self, paths: list[Path]) -> str:
+        if self._drop_error is None:
+            try:
+                DROP_CACHES.write_text("1\n")
+                return "dropped with /proc/sys/vm/drop_caches before every read pass"
+            except OSError as exc:
+                self._drop_error = f"{type(exc).__name__}: {exc.strerror}"
+        for path in paths:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+        return (
+            "evicted per file with posix_fadvise(DONTNEED) before every read pass "
+            f"(drop_caches failed: {self._drop_error})"
+        )
+
+    def _resident_fraction(self, paths: list[Path]) -> float | None:
+        if self._libc is None:
+            return None
+        try:
+            counts = [resident_pages(self._libc, p) for p in paths]
+        except OSError:
+            return None
+        total = sum(n for _, n in counts)
+        return sum(r for r, _ in counts) / total if total else 0.0
+
+    def summary(self) -> str:
+        checked = [f for _, f in self.passes if f is not None]
+        if not checked:
+            return f"page cache {self.method}; residency not verifiable (no mincore)"
+        worst = max(checked)
+        verdict = "cold" if worst < 0.01 else "NOT cold" if self.drop else "warm"
+        return (
+            f"page cache {self.method}; mincore before the read passes: "
+            f"{worst:.1%} of pages resident at most -> reads were {verdict}"
+        )
+
+
+# -- loopback socket sink for sendfile -----------------------------------------------
+
+
+class LoopbackSink:
+    """A loopback TCP connection whose far end a thread drains, as a client would."""
+
+    def __init__(self) -> None:
+        with socket.create_server(("127.0.0.1", 0)) as listener:
+            self._out = socket.create_connection(listener.getsockname())
+            self._in, _ = listener.accept()
+        self._out.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.received = 0
+        self._reader = threading.Thread(target=self._drain, name="sink-drain", daemon=True)
+        self._reader.start()
+
+    def _drain(self) -> None:
+        view = memoryview(bytearray(MIB))
+        while n := self._in.recv_into(view):
+            self.received += n
+
+    def sendfile(self, fd: int, position: int, length: int) -> None:
+        out = self._out.fileno()
+        while length > 0:
+            sent = os.sendfile(out, fd, position, length)
+            if sent == 0:
+                raise OSError(f"sendfile hit end of file with {length} bytes still to send")
+            position += sent
+            length -= sent
+
+    def close(self) -> int:
+        """Finish the stream, wait until the reader has seen every byte; bytes received."""
+        self._out.shutdown(socket.SHUT_WR)
+        self._reader.join()
+        self._out.close()
+        self._in.close()
+        return self.received
+
+
+# -- raw disk ------------------------------------------------------------------------
+
+
+def write_all(fd: int, data: memoryview) -> None:
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def raw_write(path: Path, total: int) -> Rate:
+    chunk = memoryview(os.urandom(CHUNK_SIZE))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        start = time.perf_counter()
+        for _ in range(total // CHUNK_SIZE):
+            write_all(fd, chunk)
+        os.fsync(fd)
+        elapsed = time.perf_counter() - start
+    finally:
+        os.close(fd)
+    return Rate(total, elapsed)
+
+
+def raw_pread(path: Path) -> Rate:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        position = 0
+        start = time.perf_counter()
+        while chunk := os.pread(fd, CHUNK_SIZE, position):
+            position += len(chunk)
+        elapsed = time.perf_counter() - start
+    finally:
+        os.close(fd)
+    return Rate(position, elapsed)
+
+
+def raw_sendfile(path: Path) -> Rate:
+    size = path.stat().st_size
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        sink = LoopbackSink()
+        start = time.perf_counter()
+        for position in range(0, size, CHUNK_SIZE):
+            sink.sendfile(fd, position, min(CHUNK_SIZE, size - position))
+        received = sink.close()
+        elapsed = time.perf_counter() - start
+    finally:
+        os.close(fd)
+    _expect(received == size, f"raw sendfile delivered {received} of {size} bytes")
+    return Rate(size, elapsed)
+
+
+def bench_raw(workdir: Path, total: int, cache: PageCache, console: Console) -> RawResult:
+    path = workdir / "raw.bin"
+    write = raw_write(path, total)
+    console.log(f"raw write    {write.mib_s:9.1f} MiB/s")
+    cache.prepare("raw pread", [path])
+    pread = raw_pread(path)
+    console.log(f"raw pread    {pread.mib_s:9.1f} MiB/s")
+    cache.prepare("raw sendfile", [path])
+    sendfile = raw_sendfile(path)
+    console.log(f"raw sendfile {sendfile.mib_s:9.1f} MiB/s")
+    return RawResult(write, pread, sendfile)
+
+
+# -- partita -------------------------------------------------------------------------
+
+
+def exact_batch(size: int, records: int = RECORDS_PER_BATCH) -> bytes:
+    """One valid v2 batch of exactly ``size`` bytes whose record values fill it."""
+    now = time.time_ns() // 1_000_000
+    lengths = [max(1, (size - 61) // records - 8)] * records
+    for _ in range(8):
+        batch = build_batch(
+            [Record(i, now, None, os.urandom(n)) for i, n in enumerate(lengths)],
+            partition_leader_epoch=-1,
+        )
+        if len(batch) == size:
+            return batch
+        lengths[-1] += size - len(batch)
+        _expect(lengths[-1] > 0, f"cannot build a batch of {size} bytes")
+    raise RuntimeError(f"could not hit a batch size of exactly {size} bytes")
+
+
+def bench_append(plog: PartitionLog, batch: bytes, total: int) -> Rate:
+    count = max(1, total // len(batch))
+    append = plog.append_as_leader
+    start = time.perf_counter()
+    for _ in range(count):
+        append(batch, leader_epoch=0)
+    plog.flush()
+    elapsed = time.perf_counter() - start
+    return Rate(count * len(batch), elapsed, count)
+
+
+def fetch_all(plog: PartitionLog, batch_size: int, consume: Callable[[FileRegion], None]) -> int:
+    """Fetch 1 MiB regions from the log start to the LEO, handing each to ``consume``.
+
+    Like a consumer, continues after the last complete batch of each region (batch size
+    and records per batch are fixed, so no header parsing is needed). Returns the number
+    of complete batches fetched.
+    """
+    leo = plog.log_end_offset
+    offset = plog.log_start_offset
+    batches = 0
+    while offset < leo:
+        region = plog.read(offset, FETCH_MAX_BYTES, max_offset=leo)
+        if region is None:
+            raise RuntimeError(f"no region at offset {offset}, below the LEO {leo}")
+        _expect(region.first_offset == offset, f"region at {region.first_offset}, not {offset}")
+        consume(region)
+        complete = region.length // batch_size
+        _expect(complete > 0, f"a region of {region.length} bytes holds no whole batch")
+        offset += complete * RECORDS_PER_BATCH
+        batches += complete
+    _expect(offset == leo, f"fetches ended at offset {offset}, the LEO is {leo}")
+    return batches
+
+
+def read_pread(plog: PartitionLog, batch_size: int) -> Rate:
+    def consume(region: FileRegion) -> None:
+        data = region.read()
+        _expect(len(data) == region.length, f"short read: {len(data)} of {region.length}")
+        # One header per region: proves the region starts on the batch we asked for.
+        _expect(read_header(data).base_offset == region.first_offset, "misaligned region")
+
+    start = time.perf_counter()
+    batches = fetch_all(plog, batch_size, consume)
+    elapsed = time.perf_counter() - start
+    return Rate(batches * batch_size, elapsed, batches)
+
+
+def read_sendfile(plog: PartitionLog, batch_size: int) -> Rate:
+    sink = LoopbackSink()
+    sent = 0
+
+    def consume(region: FileRegion) -> None:
+        nonlocal sent
+        sink.sendfile(region.fd, region.position, region.length)
+        sent += region.length
+
+    start = time.perf_counter()
+    batches = fetch_all(plog, batch_size, consume)
+    received = sink.close()
+    elapsed = time.perf_counter() - start
+    _expect(received == sent, f"sendfile delivered {received} of {sent} bytes")
+    return Rate(batches * batch_size, elapsed, batches)
+
+
+@contextlib.contextmanager
+def profiled(enabled: bool, title: str, console: Console) -> Iterator[None]:
+    """cProfile the block (if enabled) and print its top 25 functions by cumulative time."""
+    if not enabled:
+        yield
+        return
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        yield
+    finally:
+        profiler.disable()
+        console.rule(f"profile: {title}")
+        pstats.Stats(profiler, stream=sys.stdout).sort_stats("cumulative").print_stats(25)
+
+
+def bench_partita(
+    manager: LogManager,
+    label: str,
+    batch_size: int,
+    total: int,
+    cache: PageCache,
+    console: Console,
+    profile: str | None,
+) -> PartitaResult:
+    plog = manager.get_or_create(f"bench-{batch_size}", 0)
+    batch = exact_batch(batch_size)
+    with profiled(profile == "append", f"append {label}", console):
+        append = bench_append(plog, batch, total)
+    console.log(f"{label:>6} append   {append.mib_s:9.1f} MiB/s {append.batches_s:12,.0f} b/s")
+    plog.update_high_watermark(plog.log_end_offset)
+    segment_paths = [s.log_path for s in plog.segments]
+    cache.prepare(f"{label} pread", segment_paths)
+    with profiled(profile == "read", f"read (pread) {label}", console):
+        pread = read_pread(plog, batch_size)
+    console.log(f"{label:>6} pread    {pread.mib_s:9.1f} MiB/s {pread.batches_s:12,.0f} b/s")
+    cache.prepare(f"{label} sendfile", segment_paths)
+    with profiled(profile == "sendfile", f"read (sendfile) {label}", console):
+        sendfile = read_sendfile(plog, batch_size)
+    console.log(f"{label:>6} sendfile {sendfile.mib_s:9.1f} MiB/s {sendfile.batches_s:12,.0f} b/s")
+    return PartitaResult(label, batch_size, append, pread, sendfile)
+
+
+# -- report --------------------------------------------------------------------------
+
+
+def verdict(ratio: float, target: float) -> str:
+    return "[green]PASS[/]" if ratio >= target else "[red]MISS[/]"
+
+
+def raw_table(raw: RawResult, cache: PageCache) -> Table:
+    state = "cold" if cache.drop else "page cache"
+    table = Table(title="Raw disk (same filesystem, same run)")
+    table.add_column("operation")
+    table.add_column("MiB/s", justify="right")
+    table.add_row("sequential write, 1 MiB os.write + fsync", f"{raw.write.mib_s:,.1f}")
+    table.add_row(f"sequential read, 1 MiB os.pread ({state})", f"{raw.pread.mib_s:,.1f}")
+    table.add_row(
+        f"sequential os.sendfile to loopback TCP, 1 MiB ({state})", f"{raw.sendfile.mib_s:,.1f}"
+    )
+    return table
+
+
+def results_table(raw: RawResult, results: list[PartitaResult]) -> Table:
+    table = Table(title="partita vs raw disk (MiB/s; % of the raw figure, target verdict)")
+    for name in ("batch", "append MiB/s", "batches/s", "% raw write"):
+        table.add_column(name, justify="right")
+    for name in ("read MiB/s (pread)", "batches/s", "% raw read"):
+        table.add_column(name, justify="right")
+    for name in ("read MiB/s (sendfile)", "% raw sendfile"):
+        table.add_column(name, justify="right")
+    for r in results:
+        write_ratio = r.append.mib_s / raw.write.mib_s
+        read_ratio = r.pread.mib_s / raw.pread.mib_s
+        write_cell = f"{write_ratio:.0%}"
+        if r.batch_size >= APPEND_TARGET_MIN_BATCH:
+            write_cell += f" {verdict(write_ratio, APPEND_TARGET)}"
+        table.add_row(
+            r.label,
+            f"{r.append.mib_s:,.1f}",
+            f"{r.append.batches_s:,.0f}",
+            write_cell,
+            f"{r.pread.mib_s:,.1f}",
+            f"{r.pread.batches_s:,.0f}",
+            f"{read_ratio:.0%} {verdict(read_ratio, READ_TARGET)}",
+            f"{r.sendfile.mib_s:,.1f}",
+            f"{r.sendfile.mib_s / raw.sendfile.mib_s:.0%}",
+        )
+    return table
+
+
+def target_lines(raw: RawResult, results: list[PartitaResult]) -> list[str]:
+    lines = []
+    for r in results:
+        if r.batch_size >= APPEND_TARGET_MIN_BATCH:
+            ratio = r.append.mib_s / raw.write.mib_s
+            lines.append(
+                f"{verdict(ratio, APPEND_TARGET)}  append {r.label}: {ratio:.0%} of raw write "
+                f"(target >= {APPEND_TARGET:.0%})"
+            )
+    for r in results:
+        ratio = r.pread.mib_s / raw.pread.mib_s
+        lines.append(
+            f"{verdict(ratio, READ_TARGET)}  read {r.label}: {ratio:.0%} of raw read "
+            f"(target >= {READ_TARGET:.0%})"
+        )
+    return lines
+
+
+def filesystem_of(path: Path) -> str:
+    """'device (fstype) mounted on mountpoint' for the mount holding ``path``."""
+    best = ("?", "?", "")
+    with contextlib.suppress(OSError), open("/proc/mounts") as mounts:
+        for line in mounts:
+            device, mountpoint, fstype = line.split()[:3]
+            inside = str(path).startswith(mountpoint.rstrip("/") + "/") or mountpoint == "/"
+            if inside and len(mountpoint) >= len(best[2]):
+                best = (device, fstype, mountpoint)
+    return f"{best[0]} ({best[1]}) mounted on {best[2] or '?'}"
+
+
+def report(
+    console: Console,
+    raw: RawResult,
+    results: list[PartitaResult],
+    cache: PageCache,
+) -> None:
+    console.print()
+    console.print(raw_table(raw, cache))
+    console.print(results_table(raw, results))
+    console.print("[bold]Targets[/]")
+    for line in target_lines(raw, results):
+        console.print(f"  {line}")
+    console.print(f"[bold]Reads:[/] {cache.summary()}")
+    for label, fraction in cache.passes:
+        shown = "n/a" if fraction is None else f"{fraction:.1%}"
+        console.print(f"  resident before {label}: {shown}")
+
+
+# -- main ----------------------------------------------------------------------------
+
+
+def parse_size(text: str) -> int:
+    match = re.fullmatch(r"(\d+)\s*([KM])i?B?", text.strip(), re.IGNORECASE)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r}: use e.g. 1KB, 16KB, 1MB")
+    return int(match[1]) * (KIB if match[2].upper() == "K" else MIB)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size-mb", type=int, default=512, help="MiB written per pass")
+    parser.add_argument(
+        "--dir", type=Path, default=DEFAULT_PARENT, help="parent of the temporary work dir"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the data afterwards")
+    parser.add_argument(
+        "--batch-sizes", nargs="+", default=list(DEFAULT_BATCH_SIZES), metavar="SIZE"
+    )
+    parser.add_argument("--warm", action="store_true", help="do not drop the page cache")
+    parser.add_argument(
+        "--profile",
+        choices=("append", "read", "sendfile"),
+        help="cProfile this phase for every batch size (top 25 by cumulative time)",
+    )
+    args = parser.parse_args(argv)
+    if args.size_mb <= 0:
+        parser.error("--size-mb must be positive")
+    args.sizes = [(label.upper(), parse_size(label)) for label in args.batch_sizes]
+    return args
+
+
+def run(args: argparse.Namespace, workdir: Path, console: Console) -> None:
+    total = args.size_mb * MIB
+    cache = PageCache(drop=not args.warm)
+    console.print(
+        f"[bold]partita storage benchmark[/]: {args.size_mb} MiB per pass in {workdir}\n"
+        f"filesystem: {filesystem_of(workdir)}; python {sys.version.split()[0]}; "
+        f"LogConfig defaults (segment.bytes={LogConfig().segment_bytes}, "
+        f"index.interval.bytes={LogConfig().index_interval_bytes}); "
+        f"{RECORDS_PER_BATCH} records per batch; fetches of {FETCH_MAX_BYTES} bytes"
+    )
+    raw = bench_raw(workdir, total, cache, console)
+    manager = LogManager(workdir / "data", lambda _topic: LogConfig())
+    manager.startup()
+    try:
+        results = [
+            bench_partita(manager, label, size, total, cache, console, args.profile)
+            for label, size in args.sizes
+        ]
+    finally:
+        manager.shutdown()
+    report(console, raw, results, cache)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    console = Console(width=None if sys.stdout.isatty() else 150, log_path=False)
+    args.dir.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="storage-bench-", dir=args.dir))
+    try:
+        run(args, workdir, console)
+    finally:
+        if args.keep:
+            console.print(f"data kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
