@@ -1,0 +1,1 @@
+"""partita's own client pieces (sans-IO where possible)."""
