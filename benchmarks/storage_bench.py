@@ -1,8 +1,7 @@
 """Storage benchmark: raw disk I/O against partita's append and read paths.
 
     .venv/bin/python benchmarks/storage_bench.py [--size-mb N] [--dir DIR] [--keep]
-                                                 [--batch-sizes 1KB 16KB 1MB] [--warm]
-                                                 [--profile {append,read,sendfile}]
+        [--repeat R] [--batch-sizes 1KB 16KB 1MB] [--warm] [--profile {append,read,sendfile}]
 
 Everything runs in one fresh temporary directory (under var/bench, or under --dir) so
 that raw and partita figures come from the same filesystem in the same run:
@@ -10,12 +9,14 @@ that raw and partita figures come from the same filesystem in the same run:
 1. raw: write N MiB in 1 MiB chunks with os.write + fsync; read it back with 1 MiB
    os.pread; send it to a loopback TCP socket with os.sendfile.
 2. partita appends: one valid batch per size, appended with append_as_leader until N MiB
-   are written, then flush() (fsync), default LogConfig (1 GiB segments).
-3. partita reads: PartitionLog.read() fetches of 1 MiB consumed with FileRegion.read()
-   (pread) and, separately, with os.sendfile to a loopback TCP socket.
+   are written, then flush() (fsync); default LogConfig (1 GiB segments).
+3. partita reads: PartitionLog.read() fetches of 1 MiB up to the LEO, consumed with
+   FileRegion.read() (pread) and, separately, with os.sendfile to a loopback TCP socket.
 
-Before every read pass the page cache is dropped (/proc/sys/vm/drop_caches, falling back
-to posix_fadvise DONTNEED per file) and the eviction is checked with mincore(2), unless
+The whole sequence runs R times (rounds interleave raw and partita passes, so a slow
+spell of a shared machine hits both); each figure is the median of its rounds. Before
+every read pass the page cache is dropped (/proc/sys/vm/drop_caches, falling back to
+posix_fadvise DONTNEED per file) and the eviction is checked with mincore(2), unless
 --warm asks for page-cache reads. Sizes are MiB (2**20 bytes); rates are MiB/s.
 """
 
@@ -43,7 +44,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from partita.protocol.record_batch import read_header
+from partita.protocol.record_batch import HEADER_SIZE, read_header
 from partita.protocol.records import Record, build_batch
 from partita.storage.config import LogConfig
 from partita.storage.file_region import FileRegion
@@ -58,6 +59,7 @@ RECORDS_PER_BATCH = 4
 DEFAULT_BATCH_SIZES = ("1KB", "16KB", "1MB")
 DEFAULT_PARENT = Path(__file__).resolve().parent.parent / "var" / "bench"
 DROP_CACHES = Path("/proc/sys/vm/drop_caches")
+RAW = "raw"
 
 APPEND_TARGET = 0.70
 APPEND_TARGET_MIN_BATCH = 16 * KIB
@@ -83,19 +85,39 @@ class Rate:
 
 
 @dataclass(frozen=True, slots=True)
-class RawResult:
-    write: Rate
-    pread: Rate
-    sendfile: Rate
+class Result:
+    """One pass over the data: raw I/O (label "raw") or partita with one batch size."""
 
-
-@dataclass(frozen=True, slots=True)
-class PartitaResult:
     label: str
     batch_size: int
-    append: Rate
+    write: Rate  # raw write, or partita append
     pread: Rate
     sendfile: Rate
+
+
+def median_rate(rates: list[Rate]) -> Rate:
+    return sorted(rates, key=lambda r: r.mib_s)[len(rates) // 2]
+
+
+def group_by_label(results: list[Result]) -> dict[str, list[Result]]:
+    groups: dict[str, list[Result]] = {}
+    for result in results:
+        groups.setdefault(result.label, []).append(result)
+    return groups
+
+
+def medians(results: list[Result]) -> dict[str, Result]:
+    """Per label, the median of every rate over the rounds."""
+    return {
+        label: Result(
+            label,
+            rounds[0].batch_size,
+            median_rate([r.write for r in rounds]),
+            median_rate([r.pread for r in rounds]),
+            median_rate([r.sendfile for r in rounds]),
+        )
+        for label, rounds in group_by_label(results).items()
+    }
 
 
 def _expect(condition: bool, message: str) -> None:
@@ -193,16 +215,23 @@ class PageCache:
         total = sum(n for _, n in counts)
         return sum(r for r, _ in counts) / total if total else 0.0
 
-    def summary(self) -> str:
-        checked = [f for _, f in self.passes if f is not None]
+    @property
+    def state(self) -> str:
+        return "cold" if self.drop else "page cache"
+
+    def summary(self) -> list[str]:
+        checked = [(label, f) for label, f in self.passes if f is not None]
         if not checked:
-            return f"page cache {self.method}; residency not verifiable (no mincore)"
-        worst = max(checked)
-        verdict = "cold" if worst < 0.01 else "NOT cold" if self.drop else "warm"
-        return (
-            f"page cache {self.method}; mincore before the read passes: "
-            f"{worst:.1%} of pages resident at most -> reads were {verdict}"
-        )
+            return [f"page cache {self.method}; residency not verifiable (no mincore)"]
+        worst = max(f for _, f in checked)
+        verdict = "cold" if worst < 0.01 else "NOT all cold" if self.drop else "warm"
+        lines = [
+            f"page cache {self.method}; mincore before the {len(checked)} read passes: "
+            f"at most {worst:.1%} of pages resident -> reads were {verdict}"
+        ]
+        if self.drop:
+            lines += [f"  {label}: {f:.1%} resident" for label, f in checked if f >= 0.01]
+        return lines
 
 
 # -- loopback socket sink for sendfile -----------------------------------------------
@@ -215,7 +244,6 @@ class LoopbackSink:
         with socket.create_server(("127.0.0.1", 0)) as listener:
             self._out = socket.create_connection(listener.getsockname())
             self._in, _ = listener.accept()
-        self._out.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.received = 0
         self._reader = threading.Thread(target=self._drain, name="sink-drain", daemon=True)
         self._reader.start()
@@ -294,17 +322,15 @@ def raw_sendfile(path: Path) -> Rate:
     return Rate(size, elapsed)
 
 
-def bench_raw(workdir: Path, total: int, cache: PageCache, console: Console) -> RawResult:
-    path = workdir / "raw.bin"
+def bench_raw(path: Path, total: int, cache: PageCache, console: Console) -> Result:
     write = raw_write(path, total)
-    console.log(f"raw write    {write.mib_s:9.1f} MiB/s")
-    cache.prepare("raw pread", [path])
+    cache.prepare(f"{path.stem} pread", [path])
     pread = raw_pread(path)
-    console.log(f"raw pread    {pread.mib_s:9.1f} MiB/s")
-    cache.prepare("raw sendfile", [path])
+    cache.prepare(f"{path.stem} sendfile", [path])
     sendfile = raw_sendfile(path)
-    console.log(f"raw sendfile {sendfile.mib_s:9.1f} MiB/s")
-    return RawResult(write, pread, sendfile)
+    result = Result(RAW, 0, write, pread, sendfile)
+    log_result(console, result)
+    return result
 
 
 # -- partita -------------------------------------------------------------------------
@@ -313,12 +339,9 @@ def bench_raw(workdir: Path, total: int, cache: PageCache, console: Console) -> 
 def exact_batch(size: int, records: int = RECORDS_PER_BATCH) -> bytes:
     """One valid v2 batch of exactly ``size`` bytes whose record values fill it."""
     now = time.time_ns() // 1_000_000
-    lengths = [max(1, (size - 61) // records - 8)] * records
+    lengths = [max(1, (size - HEADER_SIZE) // records - 8)] * records
     for _ in range(8):
-        batch = build_batch(
-            [Record(i, now, None, os.urandom(n)) for i, n in enumerate(lengths)],
-            partition_leader_epoch=-1,
-        )
+        batch = build_batch([Record(i, now, None, os.urandom(n)) for i, n in enumerate(lengths)])
         if len(batch) == size:
             return batch
         lengths[-1] += size - len(batch)
@@ -408,70 +431,85 @@ def profiled(enabled: bool, title: str, console: Console) -> Iterator[None]:
 
 
 def bench_partita(
-    manager: LogManager,
+    plog: PartitionLog,
     label: str,
     batch_size: int,
     total: int,
     cache: PageCache,
     console: Console,
     profile: str | None,
-) -> PartitaResult:
-    plog = manager.get_or_create(f"bench-{batch_size}", 0)
+) -> Result:
     batch = exact_batch(batch_size)
     with profiled(profile == "append", f"append {label}", console):
         append = bench_append(plog, batch, total)
-    console.log(f"{label:>6} append   {append.mib_s:9.1f} MiB/s {append.batches_s:12,.0f} b/s")
     plog.update_high_watermark(plog.log_end_offset)
     segment_paths = [s.log_path for s in plog.segments]
-    cache.prepare(f"{label} pread", segment_paths)
+    cache.prepare(f"{plog.name} pread", segment_paths)
     with profiled(profile == "read", f"read (pread) {label}", console):
         pread = read_pread(plog, batch_size)
-    console.log(f"{label:>6} pread    {pread.mib_s:9.1f} MiB/s {pread.batches_s:12,.0f} b/s")
-    cache.prepare(f"{label} sendfile", segment_paths)
+    cache.prepare(f"{plog.name} sendfile", segment_paths)
     with profiled(profile == "sendfile", f"read (sendfile) {label}", console):
         sendfile = read_sendfile(plog, batch_size)
-    console.log(f"{label:>6} sendfile {sendfile.mib_s:9.1f} MiB/s {sendfile.batches_s:12,.0f} b/s")
-    return PartitaResult(label, batch_size, append, pread, sendfile)
+    result = Result(label, batch_size, append, pread, sendfile)
+    log_result(console, result)
+    return result
 
 
 # -- report --------------------------------------------------------------------------
+
+
+def log_result(console: Console, r: Result) -> None:
+    console.log(
+        f"{r.label:>5}: {'write' if r.label == RAW else 'append'} {r.write.mib_s:7.1f}, "
+        f"pread {r.pread.mib_s:7.1f}, sendfile {r.sendfile.mib_s:7.1f} MiB/s"
+    )
 
 
 def verdict(ratio: float, target: float) -> str:
     return "[green]PASS[/]" if ratio >= target else "[red]MISS[/]"
 
 
-def raw_table(raw: RawResult, cache: PageCache) -> Table:
-    state = "cold" if cache.drop else "page cache"
-    table = Table(title="Raw disk (same filesystem, same run)")
+def raw_table(raw: Result, cache: PageCache) -> Table:
+    table = Table(title="Raw disk (same filesystem, same run; median of the rounds)")
     table.add_column("operation")
     table.add_column("MiB/s", justify="right")
     table.add_row("sequential write, 1 MiB os.write + fsync", f"{raw.write.mib_s:,.1f}")
-    table.add_row(f"sequential read, 1 MiB os.pread ({state})", f"{raw.pread.mib_s:,.1f}")
+    table.add_row(f"sequential read, 1 MiB os.pread ({cache.state})", f"{raw.pread.mib_s:,.1f}")
     table.add_row(
-        f"sequential os.sendfile to loopback TCP, 1 MiB ({state})", f"{raw.sendfile.mib_s:,.1f}"
+        f"sequential os.sendfile to loopback TCP, 1 MiB ({cache.state})",
+        f"{raw.sendfile.mib_s:,.1f}",
     )
     return table
 
 
-def results_table(raw: RawResult, results: list[PartitaResult]) -> Table:
-    table = Table(title="partita vs raw disk (MiB/s; % of the raw figure, target verdict)")
-    for name in ("batch", "append MiB/s", "batches/s", "% raw write"):
-        table.add_column(name, justify="right")
-    for name in ("read MiB/s (pread)", "batches/s", "% raw read"):
-        table.add_column(name, justify="right")
-    for name in ("read MiB/s (sendfile)", "% raw sendfile"):
+def results_table(raw: Result, results: list[Result], cache: PageCache) -> Table:
+    table = Table(
+        title=f"partita vs raw disk (median of the rounds; reads {cache.state}; "
+        "% of the raw figure with target verdict)"
+    )
+    columns = (
+        "batch",
+        "append MiB/s",
+        "batches/s",
+        "% raw write",
+        "read MiB/s (pread)",
+        "batches/s",
+        "% raw read",
+        "read MiB/s (sendfile)",
+        "% raw sendfile",
+    )
+    for name in columns:
         table.add_column(name, justify="right")
     for r in results:
-        write_ratio = r.append.mib_s / raw.write.mib_s
+        write_ratio = r.write.mib_s / raw.write.mib_s
         read_ratio = r.pread.mib_s / raw.pread.mib_s
         write_cell = f"{write_ratio:.0%}"
         if r.batch_size >= APPEND_TARGET_MIN_BATCH:
             write_cell += f" {verdict(write_ratio, APPEND_TARGET)}"
         table.add_row(
             r.label,
-            f"{r.append.mib_s:,.1f}",
-            f"{r.append.batches_s:,.0f}",
+            f"{r.write.mib_s:,.1f}",
+            f"{r.write.batches_s:,.0f}",
             write_cell,
             f"{r.pread.mib_s:,.1f}",
             f"{r.pread.batches_s:,.0f}",
@@ -482,11 +520,32 @@ def results_table(raw: RawResult, results: list[PartitaResult]) -> Table:
     return table
 
 
-def target_lines(raw: RawResult, results: list[PartitaResult]) -> list[str]:
+def spread_table(results: list[Result]) -> Table:
+    groups = group_by_label(results)
+    rounds = max(len(g) for g in groups.values())
+    table = Table(title=f"Spread over {rounds} round(s): min - max MiB/s")
+    for name in ("pass", "write / append", "read (pread)", "read (sendfile)"):
+        table.add_column(name, justify="right")
+
+    def span(rates: list[Rate]) -> str:
+        values = sorted(r.mib_s for r in rates)
+        return f"{values[0]:,.1f} - {values[-1]:,.1f}"
+
+    for label, group in groups.items():
+        table.add_row(
+            label,
+            span([g.write for g in group]),
+            span([g.pread for g in group]),
+            span([g.sendfile for g in group]),
+        )
+    return table
+
+
+def target_lines(raw: Result, results: list[Result]) -> list[str]:
     lines = []
     for r in results:
         if r.batch_size >= APPEND_TARGET_MIN_BATCH:
-            ratio = r.append.mib_s / raw.write.mib_s
+            ratio = r.write.mib_s / raw.write.mib_s
             lines.append(
                 f"{verdict(ratio, APPEND_TARGET)}  append {r.label}: {ratio:.0%} of raw write "
                 f"(target >= {APPEND_TARGET:.0%})"
@@ -512,22 +571,24 @@ def filesystem_of(path: Path) -> str:
     return f"{best[0]} ({best[1]}) mounted on {best[2] or '?'}"
 
 
-def report(
-    console: Console,
-    raw: RawResult,
-    results: list[PartitaResult],
-    cache: PageCache,
-) -> None:
+def load_average() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min)"
+
+
+def report(console: Console, all_rounds: list[Result], cache: PageCache) -> None:
+    summary = medians(all_rounds)
+    raw = summary.pop(RAW)
+    results = list(summary.values())
     console.print()
     console.print(raw_table(raw, cache))
-    console.print(results_table(raw, results))
+    console.print(results_table(raw, results, cache))
+    console.print(spread_table(all_rounds))
     console.print("[bold]Targets[/]")
     for line in target_lines(raw, results):
         console.print(f"  {line}")
-    console.print(f"[bold]Reads:[/] {cache.summary()}")
-    for label, fraction in cache.passes:
-        shown = "n/a" if fraction is None else f"{fraction:.1%}"
-        console.print(f"  resident before {label}: {shown}")
+    console.print("[bold]Reads:[/] " + "\n".join(cache.summary()))
+    console.print(f"[bold]Machine:[/] {load_average()} at the end (other work skews the figures)")
 
 
 # -- main ----------------------------------------------------------------------------
@@ -547,6 +608,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--dir", type=Path, default=DEFAULT_PARENT, help="parent of the temporary work dir"
     )
     parser.add_argument("--keep", action="store_true", help="keep the data afterwards")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds; figures are medians")
     parser.add_argument(
         "--batch-sizes", nargs="+", default=list(DEFAULT_BATCH_SIZES), metavar="SIZE"
     )
@@ -554,12 +616,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--profile",
         choices=("append", "read", "sendfile"),
-        help="cProfile this phase for every batch size (top 25 by cumulative time)",
+        help="cProfile this phase in the first round (top 25 by cumulative time)",
     )
     args = parser.parse_args(argv)
-    if args.size_mb <= 0:
-        parser.error("--size-mb must be positive")
-    args.sizes = [(label.upper(), parse_size(label)) for label in args.batch_sizes]
+    if args.size_mb <= 0 or args.repeat <= 0:
+        parser.error("--size-mb and --repeat must be positive")
+    try:
+        args.sizes = [(label.upper(), parse_size(label)) for label in args.batch_sizes]
+    except argparse.ArgumentTypeError as exc:
+        parser.error(str(exc))
     return args
 
 
@@ -567,30 +632,34 @@ def run(args: argparse.Namespace, workdir: Path, console: Console) -> None:
     total = args.size_mb * MIB
     cache = PageCache(drop=not args.warm)
     console.print(
-        f"[bold]partita storage benchmark[/]: {args.size_mb} MiB per pass in {workdir}\n"
-        f"filesystem: {filesystem_of(workdir)}; python {sys.version.split()[0]}; "
+        f"[bold]partita storage benchmark[/]: {args.size_mb} MiB per pass, {args.repeat} "
+        f"round(s), in {workdir}\nfilesystem: {filesystem_of(workdir)}; "
+        f"python {sys.version.split()[0]}; {os.cpu_count()} CPUs, {load_average()}; "
         f"LogConfig defaults (segment.bytes={LogConfig().segment_bytes}, "
         f"index.interval.bytes={LogConfig().index_interval_bytes}); "
         f"{RECORDS_PER_BATCH} records per batch; fetches of {FETCH_MAX_BYTES} bytes"
     )
-    raw = bench_raw(workdir, total, cache, console)
     manager = LogManager(workdir / "data", lambda _topic: LogConfig())
     manager.startup()
+    results: list[Result] = []
     try:
-        results = [
-            bench_partita(manager, label, size, total, cache, console, args.profile)
-            for label, size in args.sizes
-        ]
+        for round_no in range(args.repeat):
+            console.log(f"round {round_no + 1} of {args.repeat}")
+            results.append(bench_raw(workdir / f"raw{round_no}.bin", total, cache, console))
+            for label, size in args.sizes:
+                plog = manager.get_or_create(f"bench{size}-round{round_no}", 0)
+                profile = args.profile if round_no == 0 else None
+                results.append(bench_partita(plog, label, size, total, cache, console, profile))
     finally:
         manager.shutdown()
-    report(console, raw, results, cache)
+    report(console, results, cache)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     console = Console(width=None if sys.stdout.isatty() else 150, log_path=False)
     args.dir.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(prefix="storage-bench-", dir=args.dir))
+    workdir = Path(tempfile.mkdtemp(prefix="storage-bench-", dir=args.dir.resolve()))
     try:
         run(args, workdir, console)
     finally:

@@ -281,13 +281,15 @@ def expected_offset_for_timestamp(records: Sequence[Record], target: int) -> int
 
 
 def check_timestamp_lookups(partition_log: PartitionLog, contents: Contents, samples: int) -> None:
+    """offset_for_timestamp and max_timestamp_offset against a brute-force answer: before
+    the log, after it, at each segment's first record and at sampled records."""
     records = contents.records
+    leo = contents.log_end_offset
     rng = random.Random(len(records))
-    targets = [T0 - 1_000, timestamp_for(contents.log_end_offset + 100)]
-    targets += [r.timestamp for r in rng.sample(records, min(samples, len(records)))]
-    targets += [r.timestamp - 5 for r in rng.sample(records, min(samples, len(records)))]
-    for _header, batch_records in contents.batches:
-        targets.append(batch_records[0].timestamp)
+    targets = [T0 - 1_000, timestamp_for(leo + 100)]
+    targets += [timestamp_for(s.base_offset) for s in partition_log.segments if s.base_offset < leo]
+    picked = rng.sample(records, min(samples, len(records)))
+    targets += [r.timestamp for r in picked] + [r.timestamp - 5 for r in picked]
     for target in targets:
         want = expected_offset_for_timestamp(records, target)
         found = partition_log.offset_for_timestamp(target, max_offset=contents.log_end_offset)
@@ -301,7 +303,7 @@ def check_timestamp_lookups(partition_log: PartitionLog, contents: Contents, sam
 
 
 def check_offset_reads(partition_log: PartitionLog, contents: Contents) -> None:
-    """A read at every offset returns the batch holding it first."""
+    """A read at the first, middle and last offset of every batch starts at that batch."""
     for header, _records in contents.batches:
         for offset in {
             header.base_offset,

@@ -63,8 +63,11 @@ def run(
         pending[partition].clear()
 
     with Progress(
-        "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), console=console,
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
     ) as progress:
         task = progress.add_task("producing events", total=records)
         now = int(time.time() * 1000)
@@ -114,8 +117,14 @@ def run(
                 count += 1
         counts.append(count)
         total += count
-        table.add_row(str(p), f"{count:,}", str(len(plog.segments)), f"{plog.size_bytes:,}",
-                      f"{count / records:.1%}", str(plog.log_end_offset))
+        table.add_row(
+            str(p),
+            f"{count:,}",
+            str(len(plog.segments)),
+            f"{plog.size_bytes:,}",
+            f"{count / records:.1%}",
+            str(plog.log_end_offset),
+        )
     read_secs = time.perf_counter() - started
     recovered.shutdown()
     console.print(table)

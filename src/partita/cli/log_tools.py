@@ -44,8 +44,17 @@ def dump(
     except OSError as exc:
         raise _fail(f"cannot read {path}: {exc.strerror}") from None
     table = Table(title=str(path), show_lines=False)
-    for column in ("position", "base offset", "last offset", "count", "epoch", "bytes",
-                   "codec", "max timestamp", "crc"):
+    for column in (
+        "position",
+        "base offset",
+        "last offset",
+        "count",
+        "epoch",
+        "bytes",
+        "codec",
+        "max timestamp",
+        "crc",
+    ):
         table.add_column(column, justify="right")
     pos = batches = 0
     problem = None
@@ -62,15 +71,30 @@ def dump(
         except CorruptRecordError as exc:
             problem = str(exc)
             break
-        table.add_row(str(pos), str(header.base_offset), str(header.last_offset),
-                      str(header.records_count), str(header.partition_leader_epoch),
-                      str(header.size), Compression(header.compression).name.lower(),
-                      str(header.max_timestamp), crc)
+        table.add_row(
+            str(pos),
+            str(header.base_offset),
+            str(header.last_offset),
+            str(header.records_count),
+            str(header.partition_leader_epoch),
+            str(header.size),
+            Compression(header.compression).name.lower(),
+            str(header.max_timestamp),
+            crc,
+        )
         if records and crc == "ok":
             for record in decode_records(data[pos : pos + header.size])[1]:
-                table.add_row("", f"[dim]{record.offset}[/dim]", "", "", "", "", "",
-                              str(record.timestamp), f"[dim]key={record.key!r} "
-                              f"value={(record.value or b'')[:40]!r}[/dim]")
+                table.add_row(
+                    "",
+                    f"[dim]{record.offset}[/dim]",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    str(record.timestamp),
+                    f"[dim]key={record.key!r} value={(record.value or b'')[:40]!r}[/dim]",
+                )
         pos += header.size
         batches += 1
     console.print(table)
@@ -95,9 +119,14 @@ def describe(
     for column in ("partition", "log start", "high watermark", "log end", "segments", "bytes"):
         table.add_column(column, justify="right")
     for (topic, partition), plog in sorted(manager.logs.items()):
-        table.add_row(f"{topic}-{partition}", str(plog.log_start_offset),
-                      str(plog.high_watermark), str(plog.log_end_offset),
-                      str(len(plog.segments)), f"{plog.size_bytes:,}")
+        table.add_row(
+            f"{topic}-{partition}",
+            str(plog.log_start_offset),
+            str(plog.high_watermark),
+            str(plog.log_end_offset),
+            str(len(plog.segments)),
+            f"{plog.size_bytes:,}",
+        )
     for (topic, partition), reason in sorted(manager.offline.items()):
         table.add_row(f"[red]{topic}-{partition}[/red]", "offline", "", "", "", reason)
     manager.shutdown()

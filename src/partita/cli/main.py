@@ -34,7 +34,9 @@ def main(
         "INFO", "--log-level", envvar="PARTITA_LOG_LEVEL", help="DEBUG, INFO, WARNING or ERROR."
     ),
     log_format: str = typer.Option(
-        "console", "--log-format", envvar="PARTITA_LOG_FORMAT",
+        "console",
+        "--log-format",
+        envvar="PARTITA_LOG_FORMAT",
         help="console (key=value lines) or json (one JSON object per line), on stderr.",
     ),
     version: bool = typer.Option(

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from partita.errors import (
     CorruptRecordError,
@@ -33,6 +34,7 @@ from partita.errors import (
 )
 from partita.protocol.record_batch import (
     HEADER_SIZE,
+    LOG_OVERHEAD,
     MAGIC_V2,
     BatchHeader,
     check_crc,
@@ -59,8 +61,7 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -164,10 +165,11 @@ class PartitionLog:
                 log_append_time = self.clock()
             buffers: list[bytes | memoryview] = []
             infos: list[BatchInfo] = []
+            pack_prefix = _PREFIX.pack
             for pos, header in headers:
-                size = header.size
+                size = header.batch_length + LOG_OVERHEAD
                 buffers.append(
-                    _PREFIX.pack(next_offset, header.batch_length, leader_epoch, MAGIC_V2)
+                    pack_prefix(next_offset, header.batch_length, leader_epoch, MAGIC_V2)
                 )
                 if log_append_time >= 0:
                     copy = bytearray(view[pos : pos + size])
@@ -220,10 +222,14 @@ class PartitionLog:
         pos, end = 0, len(view)
         if from_client and end == 0:
             raise InvalidRecordError("produce request carries no record batch")
+        max_message_bytes = self.config.max_message_bytes
+        total = 0
         while pos < end:
+            if not from_client and end - pos < HEADER_SIZE:
+                break  # a fetch response may end in a partial batch; the rest comes next time
             header = read_header(view, pos)
-            size = header.size
-            if size > self.config.max_message_bytes:
+            size = header.batch_length + LOG_OVERHEAD
+            if size > max_message_bytes:
                 raise MessageTooLargeError(
                     f"record batch of {size} bytes exceeds max.message.bytes="
                     f"{self.config.max_message_bytes} for {self.name}"
@@ -239,7 +245,7 @@ class PartitionLog:
             check_crc(view, pos, header)
             headers.append((pos, header))
             pos += size
-        total = sum(h.size for _, h in headers)
+            total += size
         if total > self.config.segment_bytes:
             raise RecordBatchTooLargeError(
                 f"{total} bytes of batches cannot fit in a segment of {self.config.segment_bytes}"
@@ -261,24 +267,33 @@ class PartitionLog:
     def _append(
         self, buffers: list[bytes | memoryview], infos: list[BatchInfo], log_append_time: int
     ) -> AppendInfo:
-        total = sum(i.size for i in infos)
-        self._maybe_roll(total, infos)
+        total = 0
+        max_timestamp = -1
+        for info in infos:
+            total += info.size
+            max_timestamp = max(max_timestamp, info.max_timestamp)
+        self._maybe_roll(total, max_timestamp, infos)
         segment = self.active_segment
         try:
             segment.append(buffers, infos)
         except OSError as exc:
             self._after_write_failure(segment, exc)
             raise KafkaStorageError(f"{self.name}: append failed: {exc}") from exc
+        latest_epoch = self.epochs.latest_epoch
         for info in infos:
-            if self.epochs.assign(info.leader_epoch, info.base_offset):
+            if info.leader_epoch > latest_epoch and self.epochs.assign(
+                info.leader_epoch, info.base_offset
+            ):
+                latest_epoch = info.leader_epoch
                 self._flush_epochs()
-        self._unflushed_messages += sum(i.last_offset - i.base_offset + 1 for i in infos)
+        first, last = infos[0].base_offset, infos[-1].last_offset
+        self._unflushed_messages += last - first + 1
         if self._unflushed_messages >= self.config.flush_messages:
             self.flush()
         return AppendInfo(
-            first_offset=infos[0].base_offset,
-            last_offset=infos[-1].last_offset,
-            max_timestamp=max(i.max_timestamp for i in infos),
+            first_offset=first,
+            last_offset=last,
+            max_timestamp=max_timestamp,
             log_append_time=log_append_time,
             batches=len(infos),
             bytes=total,
@@ -309,22 +324,22 @@ class PartitionLog:
 
     # -- rolling -----------------------------------------------------------------
 
-    def _maybe_roll(self, incoming_bytes: int, infos: list[BatchInfo]) -> None:
+    def _maybe_roll(self, incoming_bytes: int, max_ts: int, infos: list[BatchInfo]) -> None:
         segment = self.active_segment
         if segment.size == 0:
             return
-        now = self.clock()
-        max_ts = max(i.max_timestamp for i in infos)
-        if segment.rolling_based_timestamp is not None and segment.rolling_based_timestamp >= 0:
-            waited = max_ts - segment.rolling_based_timestamp
+        config = self.config
+        rolling_ts = segment.rolling_based_timestamp
+        if rolling_ts is not None and rolling_ts >= 0:
+            waited = max_ts - rolling_ts
         else:
-            waited = now - segment.created_ms
+            waited = self.clock() - segment.created_ms
         reason = None
-        if segment.size > self.config.segment_bytes - incoming_bytes:
+        if segment.size > config.segment_bytes - incoming_bytes:
             reason = "segment.bytes"
-        elif waited > self.config.segment_ms - self.config.segment_jitter_ms:
+        elif waited > config.segment_ms - config.segment_jitter_ms:
             reason = "segment.ms"
-        elif segment.offset_index.is_full or segment.time_index.is_full:
+        elif segment.indexes_full:
             reason = "segment.index.bytes"
         elif infos[-1].last_offset - segment.base_offset > _MAX_RELATIVE_OFFSET:
             reason = "relative offset overflow"

@@ -7,10 +7,12 @@ position, and validates CRCs only when recovering after an unclean shutdown.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from partita.errors import CorruptRecordError
 from partita.protocol.record_batch import HEADER_SIZE, BatchHeader, check_crc, read_header
@@ -40,9 +42,12 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
-@dataclass(frozen=True, slots=True)
-class BatchInfo:
-    """What the segment needs to know about a batch it appends (from its header)."""
+class BatchInfo(NamedTuple):
+    """What the segment needs to know about a batch it appends (from its header).
+
+    A NamedTuple rather than a dataclass: one is built per appended batch, and tuple
+    construction is several times cheaper on this hot path.
+    """
 
     base_offset: int
     last_offset: int
@@ -216,6 +221,10 @@ class LogSegment:
         self.rolling_based_timestamp = first_header[1].max_timestamp if first_header else None
 
     @property
+    def indexes_full(self) -> bool:
+        return self.offset_index.is_full or self.time_index.is_full
+
+    @property
     def largest_timestamp(self) -> int:
         """Newest record timestamp, or the file's mtime if no record carries one.
 
@@ -241,10 +250,12 @@ class LogSegment:
         On an I/O error the file is cut back to its previous size before the error is
         raised, so a failed append leaves no partial batch behind.
         """
-        total = sum(info.size for info in infos)
+        total = 0
+        for info in infos:
+            total += info.size
         fd = self.fd
         try:
-            _write_all(fd, buffers, total)
+            _write_vectors(fd, buffers, total)
         except OSError:
             try:
                 os.ftruncate(fd, self.size)
@@ -546,20 +557,17 @@ class LogSegment:
             path.unlink(missing_ok=True)
 
 
-def _write_all(fd: int, buffers: Sequence[bytes | memoryview], total: int) -> None:
-    """writev everything, resuming after short writes (a full disk reports one first)."""
-    pending: list[bytes | memoryview] = list(buffers)
-    remaining = total
-    while remaining > 0:
-        written = os.writev(fd, pending[:_IOV_MAX])
-        if written <= 0:
-            raise OSError("write made no progress")
-        remaining -= written
-        while written > 0 and pending:
-            head = pending[0]
-            if written >= len(head):
-                written -= len(head)
-                pending.pop(0)
-            else:
-                pending[0] = memoryview(head)[written:]
-                written = 0
+def _write_vectors(fd: int, buffers: Sequence[bytes | memoryview], total: int) -> None:
+    """One ``writev`` per IOV_MAX buffers; a short write (a full disk) is an error."""
+    if len(buffers) <= _IOV_MAX:
+        written = os.writev(fd, buffers)
+    else:
+        written = 0
+        for start in range(0, len(buffers), _IOV_MAX):
+            chunk = buffers[start : start + _IOV_MAX]
+            n = os.writev(fd, chunk)
+            written += n
+            if n != sum(len(b) for b in chunk):
+                break
+    if written != total:
+        raise OSError(errno.ENOSPC, f"short write: {written} of {total} bytes")
