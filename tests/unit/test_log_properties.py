@@ -17,7 +17,7 @@ from partita.protocol.records import Record, build_batch, decode_records
 from partita.storage.config import LogConfig
 from partita.storage.log import PartitionLog
 from partita.storage.log_manager import LogManager
-from tests.conftest import BASE_TS, FakeClock
+from tests.conftest import FakeClock
 
 CONFIG = LogConfig(
     segment_bytes=3000, index_interval_bytes=200, retention_bytes=8000, retention_ms=-1,
