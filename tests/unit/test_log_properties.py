@@ -20,7 +20,10 @@ from partita.storage.log_manager import LogManager
 from tests.conftest import FakeClock
 
 CONFIG = LogConfig(
-    segment_bytes=3000, index_interval_bytes=200, retention_bytes=8000, retention_ms=-1,
+    segment_bytes=3000,
+    index_interval_bytes=200,
+    retention_bytes=8000,
+    retention_ms=-1,
     file_delete_delay_ms=0,
 )
 

@@ -332,3 +332,16 @@ def test_truncating_into_a_batch_that_straddles_the_log_start(open_manager: Open
     log.truncate_to(5)
     assert (log.log_start_offset, log.log_end_offset) == (5, 5)
     assert log.append_as_leader(make_batch(1), 0).first_offset == 5
+
+
+def test_list_offset_specials(open_manager: OpenManager) -> None:
+    log = open_manager().get_or_create("t", 0)
+    assert log.list_offset(-2) == (0, -1)
+    assert log.list_offset(-3) == (-1, -1)
+    fill(log, 3, n=2, ts_step=100)
+    log.delete_records(1)
+    assert log.list_offset(-2) == (1, -1)
+    assert log.list_offset(-1) == (6, -1)
+    assert log.list_offset(-3) == (5, BASE_TS + 201)
+    assert log.list_offset(BASE_TS + 150) == (4, BASE_TS + 200)
+    assert log.list_offset(BASE_TS + 999) == (-1, -1)

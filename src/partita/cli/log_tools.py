@@ -27,6 +27,13 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(1)
 
 
+def _show(data: bytes | None, limit: int = 80) -> str:
+    if data is None:
+        return "null"
+    text = data[:limit].decode("utf-8", "backslashreplace")
+    return text + ("…" if len(data) > limit else "")
+
+
 @app.command()
 def dump(
     path: Path = typer.Argument(..., help="A segment file (…/orders-0/00000000000000000000.log)."),
@@ -56,6 +63,9 @@ def dump(
         "crc",
     ):
         table.add_column(column, justify="right")
+    record_table = Table(title="records")
+    for column in ("offset", "timestamp", "key", "value", "headers"):
+        record_table.add_column(column, overflow="fold")
     pos = batches = 0
     problem = None
     while pos + HEADER_SIZE <= len(data) and (not limit or batches < limit):
@@ -84,20 +94,19 @@ def dump(
         )
         if records and crc == "ok":
             for record in decode_records(data[pos : pos + header.size])[1]:
-                table.add_row(
-                    "",
-                    f"[dim]{record.offset}[/dim]",
-                    "",
-                    "",
-                    "",
-                    "",
-                    "",
+                headers = ", ".join(f"{k}={_show(v)}" for k, v in record.headers)
+                record_table.add_row(
+                    str(record.offset),
                     str(record.timestamp),
-                    f"[dim]key={record.key!r} value={(record.value or b'')[:40]!r}[/dim]",
+                    _show(record.key),
+                    _show(record.value),
+                    headers,
                 )
         pos += header.size
         batches += 1
     console.print(table)
+    if records:
+        console.print(record_table)
     console.print(f"{batches} batches, {pos} of {len(data)} bytes")
     if problem or (pos < len(data) and not limit):
         raise _fail(problem or f"{len(data) - pos} trailing bytes are not a whole batch")

@@ -51,6 +51,9 @@ from partita.storage.segment import BatchInfo, LogSegment
 log = logging.getLogger(__name__)
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1
+EARLIEST_TIMESTAMP = -2  # ListOffsets' special "timestamps"
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
 _PREFIX = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
 _PREFIX_SIZE = _PREFIX.size
 
@@ -469,6 +472,19 @@ class PartitionLog:
                 if found is not None:
                     return found if found[0] < upper else None
             return None
+
+    def list_offset(self, timestamp: int) -> tuple[int, int]:
+        """ListOffsets semantics: -2 earliest, -1 latest (the HW), -3 max timestamp, or a
+        timestamp. Returns (offset, timestamp); (-1, -1) when no record qualifies."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self.log_start_offset, -1
+        if timestamp == LATEST_TIMESTAMP:
+            return self.high_watermark, -1
+        if timestamp == MAX_TIMESTAMP:
+            found = self.max_timestamp_offset()
+        else:
+            found = self.offset_for_timestamp(timestamp)
+        return found if found is not None else (-1, -1)
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3)."""
