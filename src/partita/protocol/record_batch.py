@@ -54,13 +54,13 @@ NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
 _PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 
-assert _HEADER.size == HEADER_SIZE
+assert HEADER_STRUCT.size == HEADER_SIZE
 
 
 class BatchHeader(NamedTuple):
@@ -120,7 +120,7 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
         raise CorruptRecordError(
             f"record batch header truncated: {len(buf) - pos} bytes, need {HEADER_SIZE}"
         )
-    header = BatchHeader._make(_HEADER.unpack_from(buf, pos))
+    header = BatchHeader._make(HEADER_STRUCT.unpack_from(buf, pos))
     if header.magic != MAGIC_V2:
         raise CorruptRecordError(f"unsupported record batch magic {header.magic}, expected 2")
     if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
@@ -197,4 +197,4 @@ def stamp_log_append_time(buf: bytearray | memoryview, pos: int, size: int, now_
 
 
 def encode_header(header: BatchHeader) -> bytes:
-    return _HEADER.pack(*header)
+    return HEADER_STRUCT.pack(*header)

@@ -34,9 +34,12 @@ class _IndexFile:
         self.max_entries = max_entries
         self._pending = bytearray()
         self._written_entries = 0
+        self._synced = False
 
     def flush(self, *, sync: bool = False) -> None:
-        if not self._pending and not sync:
+        """Append pending entries to the file; with ``sync``, also fsync it, but only if
+        something was written since the last sync (flush.messages=1 must stay cheap)."""
+        if not self._pending and (not sync or self._synced):
             return
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
@@ -44,8 +47,10 @@ class _IndexFile:
                 os.write(fd, self._pending)
                 self._written_entries += len(self._pending) // self.entry_size
                 self._pending.clear()
+                self._synced = False
             if sync:
                 os.fsync(fd)
+                self._synced = True
         finally:
             os.close(fd)
 
@@ -76,6 +81,9 @@ class OffsetIndex(_IndexFile):
         super().__init__(path, base_offset, max_entries)
         self._offsets = array("q")
         self._positions = array("q")
+        # In memory only: where the indexed batch ends (-1 if unknown, e.g. after a load).
+        # It lets a lookup for the next batch skip the indexed one without reading it.
+        self._ends = array("q")
 
     def __len__(self) -> int:
         return len(self._offsets)
@@ -95,16 +103,27 @@ class OffsetIndex(_IndexFile):
                 )
             index._offsets.append(base_offset + rel)
             index._positions.append(pos)
+            index._ends.append(-1)
             last_offset, last_position = rel, pos
         index._written_entries = len(index)
         return index
 
-    def append(self, offset: int, position: int) -> None:
+    def append(self, offset: int, position: int, end: int = -1) -> None:
         if self._offsets and (offset <= self._offsets[-1] or position <= self._positions[-1]):
             return
         self._offsets.append(offset)
         self._positions.append(position)
+        self._ends.append(end)
         self._pending += _OFFSET_ENTRY.pack(offset - self.base_offset, position)
+
+    def scan_start(self, offset: int) -> int:
+        """The file position from which a forward scan finds the batch holding ``offset``."""
+        i = bisect_right(self._offsets, offset) - 1
+        if i < 0:
+            return 0
+        if self._offsets[i] < offset and self._ends[i] >= 0:
+            return self._ends[i]  # the indexed batch ends before ``offset``: skip it
+        return self._positions[i]
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """The last entry at or before ``offset``: where a forward scan for it may begin."""
@@ -126,6 +145,7 @@ class OffsetIndex(_IndexFile):
             return
         del self._offsets[keep:]
         del self._positions[keep:]
+        del self._ends[keep:]
         self._rewrite(
             b"".join(
                 _OFFSET_ENTRY.pack(o - self.base_offset, p)

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+import crc32c
+
 from partita.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -33,7 +35,10 @@ from partita.errors import (
     RecordBatchTooLargeError,
 )
 from partita.protocol.record_batch import (
+    ATTRIBUTES_POS,
+    CONTROL_BIT,
     HEADER_SIZE,
+    HEADER_STRUCT,
     LOG_OVERHEAD,
     MAGIC_V2,
     BatchHeader,
@@ -161,6 +166,9 @@ class PartitionLog:
         with self._lock:
             self._check_online()
             view = memoryview(records)
+            single = self._single_batch_fast_path(view, leader_epoch)
+            if single is not None:
+                return single
             headers = self._validate(view, from_client=True)
             next_offset = self.log_end_offset
             log_append_time = -1
@@ -186,6 +194,47 @@ class PartitionLog:
                 infos.append(BatchInfo(next_offset, last, max_ts, size, leader_epoch))
                 next_offset = last + 1
             return self._append(buffers, infos, log_append_time)
+
+    def _single_batch_fast_path(self, view: memoryview, leader_epoch: int) -> AppendInfo | None:
+        """Most produce requests carry one batch per partition: take it without the
+        general loop. Returns None (take the general path, which also produces the right
+        error) for anything unusual."""
+        config = self.config
+        if len(view) < HEADER_SIZE or config.compact:
+            return None
+        (
+            _,
+            batch_length,
+            _,
+            magic,
+            crc,
+            attributes,
+            last_delta,
+            _,
+            max_ts,
+            producer_id,
+            _,
+            base_sequence,
+            count,
+        ) = HEADER_STRUCT.unpack_from(view, 0)
+        size = batch_length + LOG_OVERHEAD
+        if (
+            size != len(view)
+            or magic != MAGIC_V2
+            or size > config.max_message_bytes
+            or size > config.segment_bytes
+            or count <= 0
+            or last_delta != count - 1
+            or attributes & CONTROL_BIT
+            or (producer_id >= 0 and base_sequence < 0)
+            or config.message_timestamp_type != "CreateTime"
+            or crc32c.crc32c(view[ATTRIBUTES_POS:]) != crc
+        ):
+            return None
+        offset = self.log_end_offset
+        prefix = _PREFIX.pack(offset, batch_length, leader_epoch, MAGIC_V2)
+        info = BatchInfo(offset, offset + last_delta, max_ts, size, leader_epoch)
+        return self._append([prefix, view[_PREFIX_SIZE:]], [info], -1)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches copied from the leader, keeping their offsets and epochs."""
@@ -294,13 +343,7 @@ class PartitionLog:
         if self._unflushed_messages >= self.config.flush_messages:
             self.flush()
         return AppendInfo(
-            first_offset=first,
-            last_offset=last,
-            max_timestamp=max_timestamp,
-            log_append_time=log_append_time,
-            batches=len(infos),
-            bytes=total,
-            log_start_offset=self.log_start_offset,
+            first, last, max_timestamp, log_append_time, len(infos), total, self.log_start_offset
         )
 
     def _after_write_failure(self, segment: LogSegment, exc: OSError) -> None:

@@ -92,6 +92,7 @@ class LogSegment:
         self.offset_of_max_timestamp = -1
         self.rolling_based_timestamp: int | None = None
         self.bytes_since_last_index_entry = 0
+        self.indexes_full = False
         self.unflushed = False
 
     # -- opening -----------------------------------------------------------------
@@ -213,16 +214,13 @@ class LogSegment:
             self.next_offset = header.next_offset
             end = pos + header.size
         self.bytes_since_last_index_entry = end - start
+        self.indexes_full = index.is_full or times.is_full
         if end != self.size:
             raise CorruptRecordError(
                 f"{self.log_path.name}: {self.size - end} bytes after the last complete batch"
             )
         first_header = next(self.iter_headers(0), None)
         self.rolling_based_timestamp = first_header[1].max_timestamp if first_header else None
-
-    @property
-    def indexes_full(self) -> bool:
-        return self.offset_index.is_full or self.time_index.is_full
 
     @property
     def largest_timestamp(self) -> int:
@@ -261,16 +259,13 @@ class LogSegment:
                 os.ftruncate(fd, self.size)
             finally:
                 raise
-        offset_index, time_index = self.offset_index, self.time_index
         position = self.size
         for info in infos:
             if info.max_timestamp > self.max_timestamp_so_far:
                 self.max_timestamp_so_far = info.max_timestamp
                 self.offset_of_max_timestamp = info.last_offset
             if self.bytes_since_last_index_entry > self.index_interval_bytes:
-                offset_index.append(info.last_offset, position)
-                time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
-                self.bytes_since_last_index_entry = 0
+                self._add_index_entry(info, position)
             position += info.size
             self.bytes_since_last_index_entry += info.size
         if self.rolling_based_timestamp is None:
@@ -278,6 +273,13 @@ class LogSegment:
         self.size = position
         self.next_offset = infos[-1].last_offset + 1
         self.unflushed = True
+
+    def _add_index_entry(self, info: BatchInfo, position: int) -> None:
+        offset_index, time_index = self.offset_index, self.time_index
+        offset_index.append(info.last_offset, position, position + info.size)
+        time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
+        self.bytes_since_last_index_entry = 0
+        self.indexes_full = offset_index.is_full or time_index.is_full
 
     def on_become_inactive(self) -> None:
         """Record the final max timestamp in the time index, as Kafka does on roll."""
@@ -313,7 +315,10 @@ class LogSegment:
         while pos + HEADER_SIZE <= limit:
             rel = pos - window_start
             if rel + HEADER_SIZE > len(window):
-                window = os.pread(fd, min(_SCAN_WINDOW, limit - pos), pos)
+                # Past the window: if the last batch was big, the next may be too, so
+                # read just a header rather than a window of data we would skip.
+                want = HEADER_SIZE if pos - window_start > _SCAN_WINDOW else _SCAN_WINDOW
+                window = os.pread(fd, min(want, limit - pos), pos)
                 window_start, rel = pos, 0
                 if len(window) < HEADER_SIZE:
                     return
@@ -327,7 +332,7 @@ class LogSegment:
         self, offset: int, start_position: int = 0
     ) -> tuple[BatchHeader, int] | None:
         """The first batch whose last offset is >= ``offset``, with its file position."""
-        _, position = self.offset_index.lookup(offset)
+        position = self.offset_index.scan_start(offset)
         for pos, header in self.iter_headers(max(position, start_position)):
             if header.last_offset >= offset:
                 return header, pos
@@ -396,7 +401,7 @@ class LogSegment:
             if header.max_timestamp > max_ts:
                 max_ts, offset_of_max = header.max_timestamp, header.last_offset
             if since_last > self.index_interval_bytes:
-                offset_index.append(header.last_offset, pos)
+                offset_index.append(header.last_offset, pos, pos + header.size)
                 time_index.maybe_append(max_ts, offset_of_max)
                 since_last = 0
             since_last += header.size
@@ -404,6 +409,7 @@ class LogSegment:
             # As at a roll: the newest timestamp must be findable without a scan.
             time_index.maybe_append(max_ts, offset_of_max)
         self.max_timestamp_so_far, self.offset_of_max_timestamp = max_ts, offset_of_max
+        self.indexes_full = offset_index.is_full or time_index.is_full
         offset_index.flush()
         time_index.flush()
         self._offset_index, self._time_index = offset_index, time_index
@@ -485,9 +491,7 @@ class LogSegment:
             self.max_timestamp_so_far = info.max_timestamp
             self.offset_of_max_timestamp = info.last_offset
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(info.last_offset, position)
-            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
-            self.bytes_since_last_index_entry = 0
+            self._add_index_entry(info, position)
         self.bytes_since_last_index_entry += info.size
         if self.rolling_based_timestamp is None:
             self.rolling_based_timestamp = info.max_timestamp
