@@ -5,6 +5,7 @@
 Opens the data directory with a LogManager (recovering it if needed), prints
 ``READY <log end offset>``, then appends batches forever, printing the last offset of
 each append as soon as append_as_leader returns (the offset is then "acknowledged").
+Batches are built in bursts ahead of their appends, with the offsets they will get.
 Now and then it checkpoints the recovery points and moves to a new leader epoch.
 It gives up on its own after a deadline so a lost parent cannot leave it running.
 """
@@ -16,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from partita.protocol.record_batch import read_header
 from partita.storage.config import LogConfig
 from tests.faults.helpers import TOPIC, make_batch, open_manager
 
@@ -34,15 +36,23 @@ def main(argv: list[str]) -> int:
     rng = random.Random(seed)
     deadline = time.monotonic() + DEADLINE_S
     while time.monotonic() < deadline:
-        batch = make_batch(partition_log.log_end_offset, rng)
-        info = partition_log.append_as_leader(batch, epoch)
-        out.write(f"{info.last_offset}\n")
-        out.flush()
-        roll = rng.random()
-        if roll < 0.03:
-            manager.checkpoint()
-        elif roll < 0.04:
-            epoch += 1
+        # Build a burst of batches first, then append them back to back, so that a kill
+        # often lands in the append path rather than in batch building.
+        burst = []
+        next_offset = partition_log.log_end_offset
+        for _ in range(rng.randint(10, 120)):
+            batch = make_batch(next_offset, rng)
+            burst.append(batch)
+            next_offset += read_header(batch).last_offset_delta + 1
+        for batch in burst:
+            info = partition_log.append_as_leader(batch, epoch)
+            out.write(f"{info.last_offset}\n")
+            out.flush()
+            roll = rng.random()
+            if roll < 0.03:
+                manager.checkpoint()
+            elif roll < 0.04:
+                epoch += 1
     return 1
 
 

@@ -47,9 +47,18 @@ class CrashRun:
 
 
 def run_writer_and_kill(
-    data_dir: Path, seed: int, *, epoch: int, flush_messages: int, delay_s: float
+    data_dir: Path,
+    seed: int,
+    *,
+    epoch: int,
+    flush_messages: int,
+    delay_s: float,
+    after_acks: int | None = None,
 ) -> CrashRun:
-    """Start the writer, wait until it is appending, SIGKILL it after ``delay_s``."""
+    """Start the writer, wait until it is appending, and SIGKILL it ``delay_s`` later,
+    or, with ``after_acks``, as soon as that many appends have been acknowledged (the
+    writer is then in the middle of a burst of appends, so the kill lands close to a
+    write: between a write and its acknowledgement, or inside a large writev)."""
     stderr_path = data_dir.parent / f"writer-{seed}-{epoch}.stderr"
     command = [
         sys.executable,
@@ -76,12 +85,19 @@ def run_writer_and_kill(
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
+    received: list[str] = []
     try:
         first = lines.get(timeout=READY_TIMEOUT_S)
         assert first is not None and first.startswith("READY "), (
             f"writer did not start: {first!r}\n{stderr_path.read_text()}"
         )
-        time.sleep(delay_s)
+        if after_acks is None:
+            time.sleep(delay_s)
+        else:
+            while len(received) < after_acks:
+                line = lines.get(timeout=READY_TIMEOUT_S)
+                assert line is not None, f"writer died on its own:\n{stderr_path.read_text()}"
+                received.append(line)
         assert proc.poll() is None, f"writer died on its own:\n{stderr_path.read_text()}"
     finally:
         if proc.poll() is None:
@@ -89,10 +105,10 @@ def run_writer_and_kill(
         proc.wait(timeout=30)
         reader.join(timeout=30)
     assert proc.returncode == -signal.SIGKILL
-    acked: list[int] = []
     while (line := lines.get()) is not None:
-        if line.endswith("\n"):  # a line cut by the kill was never acknowledged
-            acked.append(int(line))
+        received.append(line)
+    # A line cut short by the kill was never acknowledged.
+    acked = [int(line) for line in received if line.endswith("\n")]
     assert acked == sorted(acked), "the writer acknowledged offsets out of order"
     return CrashRun(int(first.split()[1]), acked)
 
@@ -105,6 +121,7 @@ def recover_and_check(
     assert not manager.loaded_cleanly
     assert manager.offline == {}
     partition_log = manager.get(TOPIC, 0)
+    assert partition_log.log_start_offset == 0
     contents = check_contents(partition_log, acked)
     assert partition_log.epochs.entries == contents.epochs
     check_loaded_indexes(partition_log)
@@ -115,8 +132,14 @@ def crash_then_recover_twice(tmp_path: Path, seed: int, flush_messages: int) -> 
     rng = random.Random(seed)
     data_dir = tmp_path / "data"
     config = LogConfig(segment_bytes=SEGMENT_BYTES, flush_messages=flush_messages)
+    # Half the rounds kill after a random delay, half right after a random number of acks.
     run = run_writer_and_kill(
-        data_dir, seed, epoch=0, flush_messages=flush_messages, delay_s=rng.uniform(0.05, 1.0)
+        data_dir,
+        seed,
+        epoch=0,
+        flush_messages=flush_messages,
+        delay_s=rng.uniform(0.05, 1.0),
+        after_acks=rng.randint(1, 400) if seed % 2 else None,
     )
     assert run.ready_leo == 0
 
@@ -171,6 +194,7 @@ def test_repeated_sigkill_on_the_same_directory(tmp_path: Path) -> None:
             epoch=epoch,
             flush_messages=LONG_MAX,
             delay_s=rng.uniform(0.1, 0.8),
+            after_acks=rng.randint(1, 300) if round_number % 2 else None,
         )
         assert run.ready_leo == expected_leo, (
             f"round {round_number}: the writer recovered to {run.ready_leo}, the previous "

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import random
 import shutil
+import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,8 @@ from tests.faults.helpers import (
 )
 
 CONFIG = LogConfig(segment_bytes=32 * 1024)
+
+pytestmark = pytest.mark.usefixtures("no_fsync")
 
 
 def _odd_length(path: Path, _rng: random.Random) -> None:
@@ -113,3 +117,29 @@ def test_damaged_index_files_are_rebuilt(
     if not clean:
         (data_dir / CLEAN_SHUTDOWN_MARKER).unlink()
     check_everything(data_dir, acked, expected)
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_damaged_time_index_does_not_make_retention_delete_live_data(
+    tmp_path: Path, pristine: tuple[Path, list[int], Contents], damage: str
+) -> None:
+    """Retention by time judges closed segments by their newest timestamp: a damaged
+    time index must not make a segment of recent records look ancient."""
+    source, acked, expected = pristine
+    data_dir = tmp_path / "data"
+    shutil.copytree(source, data_dir)
+    logs = sorted((data_dir / f"{TOPIC}-0").glob("*.log"))
+    rng = random.Random(damage)
+    for log_path in logs[:-1]:
+        DAMAGE[damage](log_path.with_suffix(".timeindex"), rng)
+    # Every record is younger than this retention (the payload timestamps are from 2020).
+    config = replace(CONFIG, retention_ms=20 * 365 * 24 * 3600 * 1000)
+    assert max(r.timestamp for r in expected.records) > time.time() * 1000 - config.retention_ms
+    manager = open_manager(data_dir, config)
+    partition_log = manager.get(TOPIC, 0)
+    partition_log.update_high_watermark(partition_log.log_end_offset)
+    deleted = partition_log.enforce_retention()
+    assert deleted == 0, f"retention.ms deleted {deleted} segments of live records"
+    assert partition_log.log_start_offset == 0
+    check_contents(partition_log, acked)
+    manager.shutdown()

@@ -33,6 +33,8 @@ from tests.faults.helpers import (
 CONFIG = LogConfig(segment_bytes=32 * 1024)
 EPOCH = 3
 
+pytestmark = pytest.mark.usefixtures("no_fsync")
+
 
 def next_batch(leo: int, rng: random.Random) -> bytes:
     """A batch exactly as the log would have written it next (offset and epoch set)."""

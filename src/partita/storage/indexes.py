@@ -9,6 +9,7 @@ mmaps instead, but a trimmed file, which is what Kafka leaves after a roll, read
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from array import array
@@ -35,16 +36,19 @@ class _IndexFile:
         self._pending = bytearray()
         self._written_entries = 0
         self._synced = False
+        self._exists = False  # flush() creates the file even when there is no entry yet
 
     def flush(self, *, sync: bool = False) -> None:
         """Append pending entries to the file; with ``sync``, also fsync it, but only if
         something was written since the last sync (flush.messages=1 must stay cheap)."""
-        if not self._pending and (not sync or self._synced):
+        if not self._pending and (not sync or self._synced) and self._exists:
             return
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._exists = True
         try:
             if self._pending:
-                os.write(fd, self._pending)
+                if os.write(fd, self._pending) != len(self._pending):
+                    raise OSError(errno.ENOSPC, f"short write to {self.path.name}")
                 self._written_entries += len(self._pending) // self.entry_size
                 self._pending.clear()
                 self._synced = False
@@ -59,11 +63,14 @@ class _IndexFile:
         with open(tmp, "wb") as f:
             f.write(payload)
         os.replace(tmp, self.path)
+        self._exists = True
+        self._synced = False
         self._pending.clear()
         self._written_entries = len(payload) // self.entry_size
 
     def delete_file(self) -> None:
         self._pending.clear()
+        self._exists = False
         self.path.unlink(missing_ok=True)
 
     @property
@@ -106,6 +113,7 @@ class OffsetIndex(_IndexFile):
             index._ends.append(-1)
             last_offset, last_position = rel, pos
         index._written_entries = len(index)
+        index._exists = True
         return index
 
     def append(self, offset: int, position: int, end: int = -1) -> None:
@@ -176,12 +184,15 @@ class TimeIndex(_IndexFile):
             raise IndexCorruptError(f"{path.name}: size {len(data)} is not a multiple of 12")
         last_ts, last_rel = -(2**63), -1
         for ts, rel in _TIME_ENTRY.iter_unpack(data):
-            if ts < last_ts or rel < last_rel or rel < 0:
+            # Entries are only ever added with a newer timestamp, so equal or older ones
+            # (the zeros of a pre-allocated or torn file) mean damage.
+            if ts <= last_ts or rel < last_rel or rel < 0:
                 raise IndexCorruptError(f"{path.name}: entry ({ts}, {rel}) is out of order")
             index._timestamps.append(ts)
             index._offsets.append(base_offset + rel)
             last_ts, last_rel = ts, rel
         index._written_entries = len(index)
+        index._exists = True
         return index
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
@@ -223,17 +234,3 @@ class TimeIndex(_IndexFile):
 
     def entries(self) -> list[tuple[int, int]]:
         return list(zip(self._timestamps, self._offsets, strict=True))
-
-
-def read_last_time_entry(path: Path, base_offset: int) -> tuple[int, int] | None:
-    """The newest (timestamp, offset) of a time index without loading it all."""
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        return None
-    if size < _TIME_ENTRY.size or size % _TIME_ENTRY.size:
-        return None
-    with open(path, "rb") as f:
-        f.seek(size - _TIME_ENTRY.size)
-        ts, rel = _TIME_ENTRY.unpack(f.read(_TIME_ENTRY.size))
-    return ts, base_offset + rel

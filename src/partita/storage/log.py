@@ -14,6 +14,7 @@ thread while the event loop reads.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import os
 import struct
@@ -326,25 +327,51 @@ class PartitionLog:
             max_timestamp = max(max_timestamp, info.max_timestamp)
         self._maybe_roll(total, max_timestamp, infos)
         segment = self.active_segment
+        first, last = infos[0].base_offset, infos[-1].last_offset
+        # A new leader epoch is checkpointed before the data is written, so that a
+        # failure can never leave data behind that the caller was told did not land.
+        new_epoch = self._assign_epochs(infos)
+        if new_epoch:
+            try:
+                self.epochs.flush()
+            except OSError as exc:
+                self.epochs.truncate_from_end(first)
+                raise KafkaStorageError(
+                    f"{self.name}: cannot write leader-epoch checkpoint: {exc}"
+                ) from exc
         try:
             segment.append(buffers, infos)
         except OSError as exc:
             self._after_write_failure(segment, exc)
+            if new_epoch:
+                self.epochs.truncate_from_end(first)
+                with contextlib.suppress(OSError):
+                    self.epochs.flush()
             raise KafkaStorageError(f"{self.name}: append failed: {exc}") from exc
-        latest_epoch = self.epochs.latest_epoch
-        for info in infos:
-            if info.leader_epoch > latest_epoch and self.epochs.assign(
-                info.leader_epoch, info.base_offset
-            ):
-                latest_epoch = info.leader_epoch
-                self._flush_epochs()
-        first, last = infos[0].base_offset, infos[-1].last_offset
         self._unflushed_messages += last - first + 1
         if self._unflushed_messages >= self.config.flush_messages:
-            self.flush()
+            try:
+                self.flush()
+            except KafkaStorageError as exc:
+                # The batch is in the file but its durability is unknown: stop serving
+                # this partition rather than acknowledge or half-acknowledge it.
+                self.offline_reason = f"flush after append failed: {exc}"
+                log.error("partition offline", extra={"partition": self.name, "error": str(exc)})
+                raise
         return AppendInfo(
             first, last, max_timestamp, log_append_time, len(infos), total, self.log_start_offset
         )
+
+    def _assign_epochs(self, infos: list[BatchInfo]) -> bool:
+        latest = self.epochs.latest_epoch
+        assigned = False
+        for info in infos:
+            if info.leader_epoch > latest and self.epochs.assign(
+                info.leader_epoch, info.base_offset
+            ):
+                latest = info.leader_epoch
+                assigned = True
+        return assigned
 
     def _after_write_failure(self, segment: LogSegment, exc: OSError) -> None:
         try:
@@ -508,13 +535,19 @@ class PartitionLog:
         with self._lock:
             self._check_online()
             upper = self.high_watermark if max_offset is None else max_offset
-            for segment in list(self._segments):
-                if segment.largest_timestamp < timestamp and segment is not self.active_segment:
-                    continue
-                found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
-                if found is not None:
-                    return found if found[0] < upper else None
-            return None
+            try:
+                return self._offset_for_timestamp(timestamp, upper)
+            except OSError as exc:
+                raise KafkaStorageError(f"{self.name}: timestamp lookup failed: {exc}") from exc
+
+    def _offset_for_timestamp(self, timestamp: int, upper: int) -> tuple[int, int] | None:
+        for segment in list(self._segments):
+            if segment.largest_timestamp < timestamp and segment is not self.active_segment:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if found is not None:
+                return found if found[0] < upper else None
+        return None
 
     def list_offset(self, timestamp: int) -> tuple[int, int]:
         """ListOffsets semantics: -2 earliest, -1 latest (the HW), -3 max timestamp, or a
@@ -533,15 +566,21 @@ class PartitionLog:
         """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3)."""
         with self._lock:
             self._check_online()
-            best: tuple[int, int, LogSegment] | None = None
-            for segment in self._segments:
-                ts, offset = _max_timestamp_of(segment)
-                if ts >= 0 and (best is None or ts > best[0]):
-                    best = (ts, offset, segment)
-            if best is None:
-                return None
-            ts, offset_hint, segment = best
-            return segment.offset_of_timestamp_in_batch(offset_hint, ts), ts
+            try:
+                return self._max_timestamp_offset()
+            except OSError as exc:
+                raise KafkaStorageError(f"{self.name}: timestamp lookup failed: {exc}") from exc
+
+    def _max_timestamp_offset(self) -> tuple[int, int] | None:
+        best: tuple[int, int, LogSegment] | None = None
+        for segment in self._segments:
+            ts, offset = _max_timestamp_of(segment)
+            if ts >= 0 and (best is None or ts > best[0]):
+                best = (ts, offset, segment)
+        if best is None:
+            return None
+        ts, offset_hint, segment = best
+        return segment.offset_of_timestamp_in_batch(offset_hint, ts), ts
 
     # -- removing data -----------------------------------------------------------
 
@@ -745,15 +784,25 @@ class PartitionLog:
             return True
 
     def close(self) -> None:
+        """Close every file; raise KafkaStorageError at the end if any index write failed."""
         with self._lock:
+            errors: list[str] = []
             for segment in self._segments:
-                segment.close()
+                try:
+                    segment.close()
+                except OSError as exc:
+                    errors.append(f"{segment.log_path.name}: {exc}")
             for pending in self._pending_deletions:
-                if pending.close_only:
-                    pending.segment.close_file()
-                else:
-                    pending.segment.delete_files()
+                try:
+                    if pending.close_only:
+                        pending.segment.close_file()
+                    else:
+                        pending.segment.delete_files()
+                except OSError as exc:
+                    errors.append(f"{pending.segment.log_path.name}: {exc}")
             self._pending_deletions.clear()
+            if errors:
+                raise KafkaStorageError(f"{self.name}: close failed: " + "; ".join(errors))
 
     def update_config(self, config: LogConfig) -> None:
         with self._lock:

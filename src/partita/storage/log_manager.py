@@ -60,6 +60,9 @@ class LogManager:
         self.clock = clock
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self.offline: dict[TopicPartition, str] = {}
+        # Checkpointed offsets of offline partitions, written back unchanged so that a
+        # partition that comes back keeps its log start offset and high watermark.
+        self._offline_offsets: dict[str, dict[TopicPartition, int]] = {}
         self.loaded_cleanly = True
 
     # -- start and stop ----------------------------------------------------------
@@ -73,6 +76,14 @@ class LogManager:
         starts = self._read_checkpoint(LOG_START_CHECKPOINT)
         hws = self._read_checkpoint(HIGH_WATERMARK_CHECKPOINT)
         dirty = self._read_checkpoint(CLEANER_CHECKPOINT)
+        saved = {
+            RECOVERY_POINT_CHECKPOINT: recovery,
+            LOG_START_CHECKPOINT: starts,
+            HIGH_WATERMARK_CHECKPOINT: hws,
+            CLEANER_CHECKPOINT: dirty,
+        }
+        for stale in self.data_dir.glob("*.tmp"):
+            stale.unlink(missing_ok=True)  # a checkpoint write cut short by a crash
         for path in sorted(self.data_dir.iterdir()):
             if not path.is_dir():
                 continue
@@ -96,6 +107,9 @@ class LogManager:
                 )
             except Exception as exc:  # one bad partition must not stop the broker
                 self.offline[tp] = f"{type(exc).__name__}: {exc}"
+                for name, offsets in saved.items():
+                    if tp in offsets:
+                        self._offline_offsets.setdefault(name, {})[tp] = offsets[tp]
                 log.error(
                     "partition could not be loaded and is offline",
                     extra={"partition": path.name, "error": str(exc)},
@@ -126,7 +140,11 @@ class LogManager:
             return {}
 
     def shutdown(self) -> None:
-        """Flush everything, write the checkpoints and the clean-shutdown marker."""
+        """Flush everything, write the checkpoints and the clean-shutdown marker.
+
+        Every partition is closed even if flushing or checkpointing fails (a full disk);
+        the marker is written only if all of it succeeded, so the next start recovers.
+        """
         all_flushed = True
         for tp, partition_log in self.logs.items():
             try:
@@ -138,28 +156,45 @@ class LogManager:
                     "flush at shutdown failed",
                     extra={"partition": f"{tp[0]}-{tp[1]}", "error": str(exc)},
                 )
-        self.checkpoint()
+        try:
+            self.checkpoint()
+        except KafkaStorageError as exc:
+            all_flushed = False
+            log.error("checkpoint at shutdown failed", extra={"error": str(exc)})
         for partition_log in self.logs.values():
-            partition_log.close()
+            try:
+                partition_log.close()
+            except KafkaStorageError as exc:
+                all_flushed = False
+                log.error("close at shutdown failed", extra={"error": str(exc)})
         if all_flushed and not self.offline:
-            (self.data_dir / CLEAN_SHUTDOWN_MARKER).touch()
+            try:
+                (self.data_dir / CLEAN_SHUTDOWN_MARKER).touch()
+            except OSError as exc:
+                log.error(
+                    "cannot write the clean-shutdown marker; the next start will recover",
+                    extra={"error": str(exc)},
+                )
 
     def checkpoint(self) -> None:
         """Persist recovery points, log start offsets, high watermarks and cleaner progress."""
-        online = [(tp, lg) for tp, lg in self.logs.items()]
-        write_offsets(
-            self.data_dir / RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in online}
-        )
-        write_offsets(
-            self.data_dir / LOG_START_CHECKPOINT, {tp: lg.log_start_offset for tp, lg in online}
-        )
-        write_offsets(
-            self.data_dir / HIGH_WATERMARK_CHECKPOINT, {tp: lg.high_watermark for tp, lg in online}
-        )
-        write_offsets(
-            self.data_dir / CLEANER_CHECKPOINT,
-            {tp: lg.first_dirty_offset for tp, lg in online if lg.config.compact},
-        )
+        logs = list(self.logs.items())
+        current = {
+            RECOVERY_POINT_CHECKPOINT: {tp: lg.recovery_point for tp, lg in logs},
+            LOG_START_CHECKPOINT: {tp: lg.log_start_offset for tp, lg in logs},
+            HIGH_WATERMARK_CHECKPOINT: {tp: lg.high_watermark for tp, lg in logs},
+            CLEANER_CHECKPOINT: {tp: lg.first_dirty_offset for tp, lg in logs if lg.config.compact},
+        }
+        failures = []
+        for name, offsets in current.items():
+            merged = {**self._offline_offsets.get(name, {}), **offsets}
+            try:
+                write_offsets(self.data_dir / name, merged)
+            except OSError as exc:
+                failures.append(f"{name}: {exc}")
+                (self.data_dir / f"{name}.tmp").unlink(missing_ok=True)
+        if failures:
+            raise KafkaStorageError("cannot write checkpoints: " + "; ".join(failures))
 
     # -- partitions --------------------------------------------------------------
 
@@ -198,6 +233,8 @@ class LogManager:
         tp = (topic, partition)
         partition_log = self.logs.pop(tp, None)
         self.offline.pop(tp, None)
+        for offsets in self._offline_offsets.values():
+            offsets.pop(tp, None)
         directory = self.data_dir / f"{topic}-{partition}"
         if partition_log is not None:
             partition_log.close()

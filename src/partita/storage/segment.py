@@ -18,12 +18,7 @@ from partita.errors import CorruptRecordError
 from partita.protocol.record_batch import HEADER_SIZE, BatchHeader, check_crc, read_header
 from partita.protocol.records import decode_records
 from partita.storage.file_region import FileRegion
-from partita.storage.indexes import (
-    IndexCorruptError,
-    OffsetIndex,
-    TimeIndex,
-    read_last_time_entry,
-)
+from partita.storage.indexes import IndexCorruptError, OffsetIndex, TimeIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -174,12 +169,23 @@ class LogSegment:
                 self.time_index_path, self.base_offset, self.max_index_entries
             )
             last = time_index.last_entry
-            if last is not None and last[1] >= self._next_offset_after(offset_index):
-                raise IndexCorruptError("time index points past the end of the log")
-        except (IndexCorruptError, CorruptRecordError, OSError):
+            if last is not None:
+                if last[1] >= self._next_offset_after(offset_index):
+                    raise IndexCorruptError("time index points past the end of the log")
+                self._check_time_entry(offset_index, *last)
+        except (IndexCorruptError, CorruptRecordError):
             self.rebuild_indexes()
             return
         self._offset_index, self._time_index = offset_index, time_index
+
+    def _check_time_entry(self, offset_index: OffsetIndex, timestamp: int, offset: int) -> None:
+        """The newest time-index entry must name a batch that really has that timestamp."""
+        for _pos, header in self.iter_headers(offset_index.scan_start(offset)):
+            if header.last_offset >= offset:
+                if header.last_offset != offset or header.max_timestamp != timestamp:
+                    raise IndexCorruptError("time index disagrees with the log")
+                return
+        raise IndexCorruptError("time index entry names no batch")
 
     def _next_offset_after(self, offset_index: OffsetIndex) -> int:
         """Next offset of the segment, scanning headers from the last index entry."""
@@ -208,6 +214,10 @@ class LogSegment:
         self.next_offset = self.base_offset
         end = start
         for pos, header in self.iter_headers(start):
+            if header.base_offset < self.next_offset:
+                raise CorruptRecordError(
+                    f"{self.log_path.name}: batch at {pos} repeats offset {header.base_offset}"
+                )
             if header.max_timestamp > self.max_timestamp_so_far:
                 self.max_timestamp_so_far = header.max_timestamp
                 self.offset_of_max_timestamp = header.last_offset
@@ -232,7 +242,7 @@ class LogSegment:
             return -1
         if self.max_timestamp_so_far >= 0:
             return self.max_timestamp_so_far
-        last = read_last_time_entry(self.time_index_path, self.base_offset)
+        last = self.time_index.last_entry  # loaded and checked against the log
         if last is not None and last[0] >= 0:
             return last[0]
         try:
@@ -393,8 +403,6 @@ class LogSegment:
         """Rebuild both indexes from batch headers (no CRC checks)."""
         offset_index = OffsetIndex(self.index_path, self.base_offset, self.max_index_entries)
         time_index = TimeIndex(self.time_index_path, self.base_offset, self.max_index_entries)
-        offset_index.delete_file()
-        time_index.delete_file()
         since_last = 0
         max_ts, offset_of_max = -1, -1
         for pos, header in self.iter_headers(0):
@@ -410,8 +418,12 @@ class LogSegment:
             time_index.maybe_append(max_ts, offset_of_max)
         self.max_timestamp_so_far, self.offset_of_max_timestamp = max_ts, offset_of_max
         self.indexes_full = offset_index.is_full or time_index.is_full
-        offset_index.flush()
-        time_index.flush()
+        # Only now that the log could be read are the old files replaced.
+        for index in (offset_index, time_index):
+            pending = bytes(index._pending)
+            index.delete_file()
+            index._pending += pending
+            index.flush()
         self._offset_index, self._time_index = offset_index, time_index
 
     def recover(self, first_expected_offset: int) -> RecoveryResult:
@@ -499,7 +511,11 @@ class LogSegment:
 
     def _quarantine(self, start: int, end: int) -> Path:
         target = self.directory / f"{self.log_path.name}.{start}{CORRUPT_SUFFIX}"
-        with open(target, "wb") as out:
+        attempt = 1
+        while target.exists():  # a tail cut at the same place before must be kept too
+            attempt += 1
+            target = self.directory / f"{self.log_path.name}.{start}.{attempt}{CORRUPT_SUFFIX}"
+        with open(target, "xb") as out:
             pos = start
             while pos < end:
                 chunk = os.pread(self.fd, min(_RECOVERY_WINDOW, end - pos), pos)
@@ -531,13 +547,15 @@ class LogSegment:
     # -- lifecycle ---------------------------------------------------------------
 
     def close(self) -> None:
-        if self._offset_index is not None:
-            self._offset_index.flush()
-        if self._time_index is not None:
-            self._time_index.flush()
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Write pending index entries and close; the descriptor is closed even if the
+        index write fails (indexes are rebuilt from the log when needed)."""
+        try:
+            if self._offset_index is not None:
+                self._offset_index.flush()
+            if self._time_index is not None:
+                self._time_index.flush()
+        finally:
+            self.close_file()
 
     def close_file(self) -> None:
         """Close the descriptor only; the files on disk belong to someone else now."""
