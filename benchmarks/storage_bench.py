@@ -187,6 +187,14 @@ class PageCache:
             self.method = self._evict(paths)
         self.passes.append((label, self._resident_fraction(paths)))
 
+    def settle(self) -> None:
+        """Before a write pass: write back dirty pages and (when allowed) drop the cache,
+        so that every pass, raw or partita, starts from the same memory state."""
+        os.sync()
+        if self.drop and self._drop_error is None:
+            with contextlib.suppress(OSError):
+                DROP_CACHES.write_text("1\n")
+
     def _evict(self, paths: list[Path]) -> str:
         if self._drop_error is None:
             try:
@@ -643,13 +651,24 @@ def run(args: argparse.Namespace, workdir: Path, console: Console) -> None:
     manager.startup()
     results: list[Result] = []
     try:
+        passes: list[tuple[str, int]] = [(RAW, 0), *args.sizes]
         for round_no in range(args.repeat):
             console.log(f"round {round_no + 1} of {args.repeat}")
-            results.append(bench_raw(workdir / f"raw{round_no}.bin", total, cache, console))
-            for label, size in args.sizes:
-                plog = manager.get_or_create(f"bench{size}-round{round_no}", 0)
+            # Rotate the order so no pass always runs right after another's writes, and
+            # start every pass from the same state: nothing dirty, the last pass's files gone.
+            shift = round_no % len(passes)
+            for label, size in passes[shift:] + passes[:shift]:
+                cache.settle()
+                if label == RAW:
+                    raw_path = workdir / f"raw{round_no}.bin"
+                    results.append(bench_raw(raw_path, total, cache, console))
+                    raw_path.unlink()
+                    continue
+                topic = f"bench{size}-round{round_no}"
+                plog = manager.get_or_create(topic, 0)
                 profile = args.profile if round_no == 0 else None
                 results.append(bench_partita(plog, label, size, total, cache, console, profile))
+                manager.delete_partition(topic, 0)
     finally:
         manager.shutdown()
     report(console, results, cache)
