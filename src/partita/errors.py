@@ -72,3 +72,81 @@ class InvalidRecordError(KafkaError):
     """INVALID_RECORD: a batch is well-formed but breaks a broker rule."""
 
     code = 87
+
+
+class LeaderNotAvailableError(KafkaError):
+    code = 5
+    retriable = True
+
+
+class NotLeaderOrFollowerError(KafkaError):
+    code = 6
+    retriable = True
+
+
+class InvalidTopicError(KafkaError):
+    code = 17
+
+
+class NotEnoughReplicasError(KafkaError):
+    code = 19
+    retriable = True
+
+
+class InvalidRequiredAcksError(KafkaError):
+    code = 21
+
+
+class UnsupportedVersionError(KafkaError):
+    code = 35
+
+
+class TopicAlreadyExistsError(KafkaError):
+    code = 36
+
+
+class InvalidPartitionsError(KafkaError):
+    code = 37
+
+
+class InvalidReplicationFactorError(KafkaError):
+    code = 38
+
+
+class InvalidRequestError(KafkaError):
+    code = 42
+
+
+class PolicyViolationError(KafkaError):
+    code = 44
+
+
+class FetchSessionIdNotFoundError(KafkaError):
+    code = 70
+
+
+class TopicDeletionDisabledError(KafkaError):
+    code = 73
+
+
+class FencedLeaderEpochError(KafkaError):
+    code = 74
+
+
+class UnknownLeaderEpochError(KafkaError):
+    code = 75
+
+
+class UnknownTopicIdError(KafkaError):
+    code = 100
+
+
+class TransactionalIdNotSupportedError(KafkaError):
+    """partita has no transaction coordinator; transactional producers are refused."""
+
+    code = 53  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED: fatal for the client, as it should be
+
+
+def error_code(exc: BaseException) -> int:
+    """The Kafka error code for any exception (UNKNOWN_SERVER_ERROR if it is not ours)."""
+    return exc.code if isinstance(exc, KafkaError) else UnknownServerError.code

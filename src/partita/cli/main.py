@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from partita import __version__, logs
-from partita.cli import demo, log_tools
+from partita.cli import broker_cmd, demo, log_tools
 
 app = typer.Typer(
     name="partita",
@@ -20,6 +20,7 @@ app = typer.Typer(
 )
 app.add_typer(log_tools.app, name="log")
 app.command(name="demo")(demo.run)
+app.command(name="broker")(broker_cmd.run)
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,1 @@
+"""Cluster metadata: topics, partitions, placement, and the stores that keep them."""

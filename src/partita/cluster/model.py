@@ -1,0 +1,82 @@
+"""The cluster metadata model: topics, their partitions and where each replica lives."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class PartitionState:
+    replicas: list[int]
+    leader: int
+    leader_epoch: int = 0
+    isr: list[int] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "replicas": self.replicas,
+            "leader": self.leader,
+            "leader_epoch": self.leader_epoch,
+            "isr": self.isr,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PartitionState:
+        return cls(
+            list(data["replicas"]),
+            int(data["leader"]),
+            int(data["leader_epoch"]),
+            list(data["isr"]),
+        )
+
+
+@dataclass(slots=True)
+class TopicState:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionState]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def internal(self) -> bool:
+        return self.name.startswith("__")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic_id": str(self.topic_id),
+            "partitions": {str(p): s.to_json() for p, s in sorted(self.partitions.items())},
+            "configs": dict(sorted(self.configs.items())),
+        }
+
+    @classmethod
+    def from_json(cls, name: str, data: dict[str, Any]) -> TopicState:
+        return cls(
+            name,
+            uuid.UUID(data["topic_id"]),
+            {int(p): PartitionState.from_json(s) for p, s in data["partitions"].items()},
+            dict(data.get("configs", {})),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+def valid_topic_name(name: str) -> str | None:
+    """Kafka's rules; returns the reason a name is invalid, or None."""
+    if not name:
+        return "topic name is empty"
+    if name in (".", ".."):
+        return f"topic name {name!r} is not allowed"
+    if len(name) > 249:
+        return "topic name is longer than 249 characters"
+    allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+    if not set(name) <= allowed:
+        return f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_', '-'"
+    return None

@@ -1,0 +1,1 @@
+"""Coordinators: idempotent producer state, and (later) consumer groups and offsets."""

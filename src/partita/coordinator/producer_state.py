@@ -1,0 +1,115 @@
+"""Idempotent producer state for one partition (sans-IO).
+
+For each producer id the partition remembers its epoch and the last five batches it
+appended (sequence range and offsets), like Kafka's ProducerStateManager:
+
+- a batch that repeats one of those five is a retry: acknowledge it again with its
+  original offsets, do not append it twice;
+- a batch whose first sequence is not last sequence + 1 is OUT_OF_ORDER_SEQUENCE_NUMBER;
+- an epoch older than the producer's is INVALID_PRODUCER_EPOCH; a newer epoch must
+  start again at sequence 0.
+
+The state is rebuilt from batch headers when a partition is loaded, so it survives
+restarts without snapshot files.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from partita.errors import KafkaError
+
+MAX_SEQUENCE = 2**31 - 1
+BATCHES_REMEMBERED = 5
+
+
+class OutOfOrderSequenceError(KafkaError):
+    code = 45
+
+
+class InvalidProducerEpochError(KafkaError):
+    code = 47
+
+
+@dataclass(frozen=True, slots=True)
+class BatchSequence:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    epoch: int
+    batches: deque[BatchSequence] = field(default_factory=lambda: deque(maxlen=BATCHES_REMEMBERED))
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+
+def next_sequence(seq: int) -> int:
+    return 0 if seq == MAX_SEQUENCE else seq + 1
+
+
+class ProducerStateTable:
+    def __init__(self) -> None:
+        self.producers: dict[int, ProducerEntry] = {}
+
+    def check(
+        self, producer_id: int, epoch: int, first_seq: int, last_seq: int
+    ) -> BatchSequence | None:
+        """Validate a batch before appending; return the original if it is a duplicate."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            if first_seq != 0:
+                raise OutOfOrderSequenceError(
+                    f"producer {producer_id} is unknown here and sent sequence {first_seq}, not 0"
+                )
+            return None
+        if epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"producer {producer_id} epoch {epoch} is older than the current {entry.epoch}"
+            )
+        if epoch > entry.epoch:
+            if first_seq != 0:
+                raise OutOfOrderSequenceError(
+                    f"producer {producer_id} started epoch {epoch} at sequence {first_seq}, not 0"
+                )
+            return None
+        for batch in entry.batches:
+            if batch.first_seq == first_seq and batch.last_seq == last_seq:
+                return batch
+        if first_seq != next_sequence(entry.last_seq):
+            raise OutOfOrderSequenceError(
+                f"producer {producer_id} sent sequence {first_seq}, expected "
+                f"{next_sequence(entry.last_seq)}"
+            )
+        return None
+
+    def record(
+        self,
+        producer_id: int,
+        epoch: int,
+        first_seq: int,
+        last_seq: int,
+        first_offset: int,
+        last_offset: int,
+    ) -> None:
+        entry = self.producers.get(producer_id)
+        if entry is None or epoch > entry.epoch:
+            entry = ProducerEntry(epoch)
+            self.producers[producer_id] = entry
+        entry.batches.append(BatchSequence(first_seq, last_seq, first_offset, last_offset))
+
+    def truncate_to(self, offset: int) -> None:
+        """Forget batches at or after ``offset`` (the log was truncated)."""
+        for producer_id in list(self.producers):
+            entry = self.producers[producer_id]
+            kept = [b for b in entry.batches if b.last_offset < offset]
+            if not kept:
+                del self.producers[producer_id]
+            else:
+                entry.batches = deque(kept, maxlen=BATCHES_REMEMBERED)

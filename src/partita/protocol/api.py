@@ -1,0 +1,118 @@
+"""The Kafka APIs partita implements, with the version ranges it advertises and enforces.
+
+The request and response classes come from kafka-python (generated from Kafka's own JSON
+message schemas); the table of what partita supports is ours. A version outside these
+ranges is refused with UNSUPPORTED_VERSION even where kafka-python could decode it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+import kafka.protocol.admin as _admin
+import kafka.protocol.consumer as _consumer
+import kafka.protocol.metadata as _metadata
+import kafka.protocol.producer as _producer
+from kafka.protocol.api_message import ApiMessage
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    key: ApiKey
+    min_version: int
+    max_version: int
+    request: Any  # a kafka-python ApiMessage subclass
+    response: Any
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+    def flexible(self, version: int) -> bool:
+        return bool(self.request.flexible_version_q(version))
+
+
+def _classes() -> dict[int, tuple[Any, Any]]:
+    requests: dict[int, Any] = {}
+    responses: dict[int, Any] = {}
+    for module in (_metadata, _producer, _consumer, _admin):
+        for name in module.__all__:
+            cls: Any = getattr(module, name)
+            if (
+                isinstance(cls, type)
+                and issubclass(cls, ApiMessage)
+                and getattr(cls, "_json", None)
+            ):
+                message: Any = cls
+                (requests if message.is_request() else responses)[message.API_KEY] = message
+    return {key: (requests[key], responses[key]) for key in requests if key in responses}
+
+
+_CLASSES = _classes()
+
+# The newest versions the clients partita is tested with send (see the design brief),
+# down to the oldest whose semantics partita implements.
+_RANGES: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.PRODUCE: (3, 10),
+    ApiKey.FETCH: (4, 16),
+    ApiKey.LIST_OFFSETS: (1, 9),
+    ApiKey.METADATA: (0, 12),
+    ApiKey.API_VERSIONS: (0, 3),
+    ApiKey.CREATE_TOPICS: (2, 7),
+    ApiKey.DELETE_TOPICS: (1, 6),
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.INIT_PRODUCER_ID: (0, 4),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+}
+
+
+def build_table(ranges: dict[ApiKey, tuple[int, int]]) -> dict[int, ApiSpec]:
+    table: dict[int, ApiSpec] = {}
+    for key, (low, high) in ranges.items():
+        request, response = _CLASSES[key]
+        table[int(key)] = ApiSpec(key, low, high, request, response)
+    return table
+
+
+SUPPORTED: dict[int, ApiSpec] = build_table(_RANGES)
+
+
+def register(key: ApiKey, low: int, high: int) -> None:
+    """Add an API to the advertised table (the group coordinator does this on import)."""
+    request, response = _CLASSES[key]
+    SUPPORTED[int(key)] = ApiSpec(key, low, high, request, response)

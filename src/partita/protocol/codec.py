@@ -1,0 +1,127 @@
+"""Decoding request frames and encoding response frames.
+
+The request header is parsed by hand (kafka-python's own header decoding copies the whole
+frame); the body is decoded with kafka-python's compiled decoder for the exact version.
+A body that does not end exactly at the end of the frame is malformed: kafka-python does
+not notice trailing bytes, nor a ``bytes`` field cut short, so we check the end offset.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from partita.protocol.api import SUPPORTED, ApiKey, ApiSpec
+
+_HEADER = struct.Struct(">hhi")
+_INT16 = struct.Struct(">h")
+_RESPONSE_PREFIX = struct.Struct(">ii")  # frame size, correlation id
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+class MalformedRequestError(Exception):
+    """The frame cannot be understood; the connection should be closed."""
+
+
+class UnsupportedRequestError(Exception):
+    """Unknown API key or a version partita does not implement."""
+
+    def __init__(self, header: RequestHeader, spec: ApiSpec | None) -> None:
+        name = ApiKey(header.api_key).name if spec else f"api key {header.api_key}"
+        super().__init__(f"unsupported request: {name} v{header.api_version}")
+        self.header = header
+        self.spec = spec
+
+
+def _read_uvarint(view: memoryview, pos: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        if pos >= len(view):
+            raise MalformedRequestError("varint runs past the end of the frame")
+        byte = view[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 35:
+            raise MalformedRequestError("varint is too long")
+
+
+def decode_header(frame: bytes) -> tuple[RequestHeader, int]:
+    """The request header v1 fields and the position after them."""
+    if len(frame) < 10:
+        raise MalformedRequestError(f"request frame of {len(frame)} bytes has no header")
+    api_key, version, correlation_id = _HEADER.unpack_from(frame, 0)
+    (length,) = _INT16.unpack_from(frame, 8)
+    pos = 10
+    client_id = None
+    if length >= 0:
+        if pos + length > len(frame):
+            raise MalformedRequestError("client id runs past the end of the frame")
+        try:
+            client_id = frame[pos : pos + length].decode("utf-8")
+        except UnicodeDecodeError:
+            raise MalformedRequestError("client id is not UTF-8") from None
+        pos += length
+    return RequestHeader(api_key, version, correlation_id, client_id), pos
+
+
+def decode_request(frame: bytes) -> tuple[RequestHeader, ApiSpec, Any]:
+    """Header, API spec and decoded body of a request frame (without the size prefix)."""
+    header, pos = decode_header(frame)
+    spec = SUPPORTED.get(header.api_key)
+    if spec is None or not spec.supports(header.api_version):
+        raise UnsupportedRequestError(header, spec)
+    flexible = spec.flexible(header.api_version)
+    view = memoryview(frame)
+    if flexible:  # request header v2: skip its tagged fields
+        count, pos = _read_uvarint(view, pos)
+        for _ in range(count):
+            _, pos = _read_uvarint(view, pos)
+            size, pos = _read_uvarint(view, pos)
+            pos += size
+    decode = spec.request._struct.compiled_decode_from(
+        header.api_version, compact=flexible, tagged=flexible, data_class=spec.request[None]
+    )
+    try:
+        body, end = decode(view, pos)
+    except Exception as exc:  # kafka-python raises struct.error, IndexError, ValueError, …
+        raise MalformedRequestError(
+            f"cannot decode {spec.key.name} v{header.api_version}: {type(exc).__name__}: {exc}"
+        ) from exc
+    if end != len(frame):
+        raise MalformedRequestError(
+            f"{spec.key.name} v{header.api_version} body ends at {end}, frame is {len(frame)} bytes"
+        )
+    return header, spec, body
+
+
+def encode_response(header: RequestHeader, spec: ApiSpec, response: Any) -> bytes:
+    """A response frame: size, correlation id, header tagged fields (v1), body."""
+    body = response.encode(version=header.api_version)
+    # ApiVersions responses always use header v0 so that any client can read them.
+    tagged = spec.flexible(header.api_version) and spec.key != ApiKey.API_VERSIONS
+    prefix_len = 4 + (1 if tagged else 0)
+    out = bytearray(_RESPONSE_PREFIX.pack(prefix_len + len(body), header.correlation_id))
+    if tagged:
+        out.append(0)
+    out += body
+    return bytes(out)
+
+
+def encode_raw_response(correlation_id: int, body: bytes, *, header_tagged: bool) -> bytes:
+    prefix_len = 4 + (1 if header_tagged else 0)
+    out = bytearray(_RESPONSE_PREFIX.pack(prefix_len + len(body), correlation_id))
+    if header_tagged:
+        out.append(0)
+    out += body
+    return bytes(out)

@@ -1,0 +1,52 @@
+"""Splitting a TCP byte stream into Kafka request frames (sans-IO).
+
+Each frame is a 4-byte big-endian size followed by that many bytes. A size that is
+negative or above ``socket.request.max.bytes`` cannot be trusted to resynchronise the
+stream, so the connection must be closed, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import struct
+
+
+class FrameTooLargeError(Exception):
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"request of {size} bytes exceeds socket.request.max.bytes={limit}")
+        self.size = size
+        self.limit = limit
+
+
+class FrameDecoder:
+    def __init__(self, max_frame_bytes: int) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self._buffer = bytearray()
+        self._needed: int | None = None
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Add received bytes; return every frame they complete (without the size)."""
+        self._buffer += data
+        frames: list[bytes] = []
+        buf = self._buffer
+        pos = 0
+        while True:
+            if self._needed is None:
+                if len(buf) - pos < 4:
+                    break
+                (size,) = struct.unpack_from(">i", buf, pos)
+                if size < 0 or size > self.max_frame_bytes:
+                    raise FrameTooLargeError(size, self.max_frame_bytes)
+                self._needed = size
+                pos += 4
+            if len(buf) - pos < self._needed:
+                break
+            frames.append(bytes(buf[pos : pos + self._needed]))
+            pos += self._needed
+            self._needed = None
+        if pos:
+            del buf[:pos]
+        return frames
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)

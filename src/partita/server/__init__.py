@@ -1,0 +1,1 @@
+"""The broker: asyncio listener, connections, request handlers, lifecycle, config."""

@@ -1,0 +1,169 @@
+"""Broker settings under Kafka's names and defaults, from ``--set k=v`` and
+``server.properties`` files, and the broker-to-topic config mapping Kafka uses."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from partita.errors import InvalidConfigurationError
+from partita.storage.config import LogConfig, parse_value
+
+# Broker setting -> topic setting it supplies the default for (Kafka's config synonyms).
+BROKER_TO_TOPIC: dict[str, str] = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.roll.jitter.ms": "segment.jitter.ms",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "message.max.bytes": "max.message.bytes",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "compression.type": "compression.type",
+}
+
+# Kafka also accepts coarser units for some settings; the finest one given wins.
+_UNIT_ALIASES: dict[str, tuple[str, int]] = {
+    "log.retention.hours": ("log.retention.ms", 3_600_000),
+    "log.retention.minutes": ("log.retention.ms", 60_000),
+    "log.roll.hours": ("log.roll.ms", 3_600_000),
+    "log.roll.jitter.hours": ("log.roll.jitter.ms", 3_600_000),
+}
+
+_TOPIC_DEFAULTS = LogConfig().to_kafka()
+
+BROKER_DEFAULTS: dict[str, str] = {
+    "node.id": "0",
+    "broker.rack": "",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "auto.create.topics.enable": "true",
+    "delete.topic.enable": "true",
+    "socket.request.max.bytes": str(100 * 1024 * 1024),
+    "log.retention.check.interval.ms": "300000",
+    "log.flush.scheduler.interval.ms": str(2**63 - 1),
+    "log.flush.offset.checkpoint.interval.ms": "60000",
+    "offsets.topic.num.partitions": "50",
+    "offsets.topic.replication.factor": "1",
+    "offsets.retention.minutes": "10080",
+    "group.initial.rebalance.delay.ms": "3000",
+    "group.min.session.timeout.ms": "6000",
+    "group.max.session.timeout.ms": "1800000",
+    "transactional.id.expiration.ms": "604800000",
+    "producer.id.expiration.ms": "86400000",
+    "replica.lag.time.max.ms": "30000",
+    "queued.max.requests": "500",
+    **{broker: _TOPIC_DEFAULTS[topic] for broker, topic in BROKER_TO_TOPIC.items()},
+}
+# message.max.bytes and max.message.bytes share their default.
+BROKER_DEFAULTS["log.cleanup.policy"] = "delete"
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Kafka's ``server.properties`` syntax: ``key=value`` or ``key: value``, ``#`` comments."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidConfigurationError(f"cannot read {path}: {exc.strerror}") from None
+    out: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep <= 0:
+            raise InvalidConfigurationError(f"{path}:{number}: expected key=value, got {raw!r}")
+        out[line[:sep].strip()] = line[sep + 1 :].strip()
+    return out
+
+
+def parse_assignments(items: Iterable[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InvalidConfigurationError(f"--set expects key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+@dataclass(slots=True)
+class BrokerConfig:
+    values: dict[str, str]
+    overridden: set[str]
+
+    @classmethod
+    def from_sources(cls, *sources: Mapping[str, str]) -> BrokerConfig:
+        values = dict(BROKER_DEFAULTS)
+        overridden: set[str] = set()
+        for source in sources:
+            for given_key, given_value in source.items():
+                key, value = given_key, given_value
+                if given_key in _UNIT_ALIASES:
+                    key, factor = _UNIT_ALIASES[given_key]
+                    if key in overridden:
+                        continue  # the finer unit was given explicitly
+                    try:
+                        value = str(int(given_value) * factor)
+                    except ValueError:
+                        raise InvalidConfigurationError(
+                            f"{given_key}={given_value!r} is not a number"
+                        ) from None
+                values[key] = value
+                overridden.add(key)
+        config = cls(values, overridden)
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        for broker_key, topic_key in BROKER_TO_TOPIC.items():
+            parse_value(topic_key, self.values[broker_key])
+        for key in (
+            "node.id",
+            "num.partitions",
+            "default.replication.factor",
+            "socket.request.max.bytes",
+            "offsets.topic.num.partitions",
+        ):
+            self.get_int(key)
+        if self.get_int("num.partitions") < 1:
+            raise InvalidConfigurationError("num.partitions must be at least 1")
+
+    def get(self, key: str) -> str:
+        return self.values[key]
+
+    def get_int(self, key: str) -> int:
+        try:
+            return int(self.values[key])
+        except ValueError:
+            raise InvalidConfigurationError(
+                f"{key}={self.values[key]!r} is not an integer"
+            ) from None
+
+    def get_bool(self, key: str) -> bool:
+        return self.values[key].strip().lower() == "true"
+
+    @property
+    def node_id(self) -> int:
+        return self.get_int("node.id")
+
+    def topic_defaults(self) -> LogConfig:
+        """The LogConfig a topic gets when it overrides nothing."""
+        return LogConfig().with_overrides(
+            {topic: self.values[broker] for broker, topic in BROKER_TO_TOPIC.items()}
+        )
+
+    def topic_config(self, overrides: Mapping[str, str]) -> LogConfig:
+        return self.topic_defaults().with_overrides(overrides)

@@ -1,0 +1,29 @@
+"""Which handler answers which API."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from partita.protocol.api import ApiKey
+from partita.server.handlers import admin, api_versions, fetch, metadata, offsets, produce
+
+Handler = Callable[..., Any]
+
+HANDLERS: dict[int, Handler] = {
+    ApiKey.API_VERSIONS: api_versions.handle,
+    ApiKey.METADATA: metadata.handle,
+    ApiKey.DESCRIBE_CLUSTER: metadata.handle_describe_cluster,
+    ApiKey.PRODUCE: produce.handle,
+    ApiKey.FETCH: fetch.handle,
+    ApiKey.LIST_OFFSETS: offsets.handle_list_offsets,
+    ApiKey.DELETE_RECORDS: offsets.handle_delete_records,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: offsets.handle_offset_for_leader_epoch,
+    ApiKey.CREATE_TOPICS: admin.handle_create_topics,
+    ApiKey.DELETE_TOPICS: admin.handle_delete_topics,
+    ApiKey.CREATE_PARTITIONS: admin.handle_create_partitions,
+    ApiKey.DESCRIBE_CONFIGS: admin.handle_describe_configs,
+    ApiKey.ALTER_CONFIGS: admin.handle_alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.handle_incremental_alter_configs,
+    ApiKey.INIT_PRODUCER_ID: admin.handle_init_producer_id,
+}

@@ -1,0 +1,423 @@
+"""Topic administration and configs: CreateTopics, DeleteTopics, CreatePartitions,
+DescribeConfigs, AlterConfigs, IncrementalAlterConfigs; and InitProducerId."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafka.protocol.admin import (
+    AlterConfigsResponse,
+    CreatePartitionsResponse,
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsResponse,
+)
+from kafka.protocol.producer import InitProducerIdResponse
+
+from partita.errors import (
+    InvalidConfigurationError,
+    InvalidRequestError,
+    KafkaError,
+    TransactionalIdNotSupportedError,
+    UnknownServerError,
+)
+from partita.protocol.codec import RequestHeader
+from partita.server.broker import Broker
+from partita.server.config import BROKER_DEFAULTS, BROKER_TO_TOPIC
+from partita.storage.config import LogConfig
+
+log = logging.getLogger(__name__)
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+INVALID_REPLICA_ASSIGNMENT = 39
+
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+
+_TYPE_BOOLEAN, _TYPE_STRING, _TYPE_INT, _TYPE_LONG, _TYPE_DOUBLE, _TYPE_LIST = 1, 2, 3, 5, 6, 7
+_INT_CONFIGS = {
+    "segment.bytes",
+    "segment.index.bytes",
+    "index.interval.bytes",
+    "max.message.bytes",
+    "min.insync.replicas",
+}
+_TOPIC_FOR_BROKER = {topic: broker for broker, topic in BROKER_TO_TOPIC.items()}
+
+
+def _config_type(name: str) -> int:
+    if name in _INT_CONFIGS:
+        return _TYPE_INT
+    if name == "cleanup.policy":
+        return _TYPE_LIST
+    if name == "min.cleanable.dirty.ratio":
+        return _TYPE_DOUBLE
+    if name == "unclean.leader.election.enable":
+        return _TYPE_BOOLEAN
+    if name in ("message.timestamp.type", "compression.type"):
+        return _TYPE_STRING
+    return _TYPE_LONG
+
+
+def _code_and_message(exc: BaseException) -> tuple[int, str]:
+    if isinstance(exc, KafkaError):
+        return exc.code, exc.message
+    log.exception("admin request failed", exc_info=exc)
+    return UnknownServerError.code, f"{type(exc).__name__}: {exc}"
+
+
+# -- topics --------------------------------------------------------------------------
+
+_CTResult = CreateTopicsResponse.CreatableTopicResult
+_CTConfig = _CTResult.CreatableTopicConfigs
+
+
+def _topic_config_entries(broker: Broker, name: str) -> list[tuple[str, str, int]]:
+    """(name, value, source) for every topic config, as DescribeConfigs reports them."""
+    overrides = broker.store.topics[name].configs if name in broker.store.topics else {}
+    values = broker.topics.log_config(name).to_kafka()
+    out = []
+    for key, value in sorted(values.items()):
+        if key in overrides:
+            source = SOURCE_DYNAMIC_TOPIC
+        elif _TOPIC_FOR_BROKER.get(key) in broker.config.overridden:
+            source = SOURCE_STATIC_BROKER
+        else:
+            source = SOURCE_DEFAULT
+        out.append((key, value, source))
+    return out
+
+
+def handle_create_topics(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    results = []
+    for topic in request.topics:
+        try:
+            partitions, replication = topic.num_partitions, topic.replication_factor
+            if topic.assignments:
+                if partitions != -1 or replication != -1:
+                    raise InvalidRequestError(
+                        "give either replica assignments or partition count and replication "
+                        "factor, not both"
+                    )
+                for assignment in topic.assignments:
+                    if list(assignment.broker_ids) != [broker.node_id]:
+                        raise KafkaError(
+                            f"replicas must be on broker {broker.node_id}, the only broker"
+                        )
+                partitions, replication = len(topic.assignments), 1
+            configs = {c.name: c.value for c in topic.configs}
+            state = broker.topics.create(
+                topic.name, partitions, replication, configs, validate_only=request.validate_only
+            )
+            entries = (
+                [
+                    _CTConfig(name=k, value=v, read_only=False, config_source=s, is_sensitive=False)
+                    for k, v, s in _topic_config_entries(broker, topic.name)
+                ]
+                if not request.validate_only
+                else []
+            )
+            results.append(
+                _CTResult(
+                    name=topic.name,
+                    topic_id=state.topic_id,
+                    error_code=0,
+                    error_message=None,
+                    num_partitions=len(state.partitions),
+                    replication_factor=1,
+                    configs=entries,
+                )
+            )
+        except Exception as exc:
+            code, message = _code_and_message(exc)
+            if type(exc) is KafkaError:
+                code = INVALID_REPLICA_ASSIGNMENT
+            results.append(
+                _CTResult(
+                    name=topic.name,
+                    error_code=code,
+                    error_message=message,
+                    num_partitions=-1,
+                    replication_factor=-1,
+                    configs=None,
+                )
+            )
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+_DTResult = DeleteTopicsResponse.DeletableTopicResult
+
+
+def handle_delete_topics(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    if header.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, None) for name in request.topic_names]
+    results = []
+    for given_name, topic_id in wanted:
+        name = given_name
+        try:
+            if name is None:
+                name = broker.topics.name_for_id(topic_id)
+            state = broker.topics.delete(name)
+            results.append(
+                _DTResult(name=name, topic_id=state.topic_id, error_code=0, error_message=None)
+            )
+        except Exception as exc:
+            code, message = _code_and_message(exc)
+            results.append(
+                _DTResult(name=name, topic_id=topic_id, error_code=code, error_message=message)
+            )
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+
+def handle_create_partitions(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+    results = []
+    for topic in request.topics:
+        try:
+            if topic.assignments is not None:
+                for assignment in topic.assignments:
+                    if list(assignment.broker_ids) != [broker.node_id]:
+                        raise InvalidRequestError(
+                            f"replicas must be on broker {broker.node_id}, the only broker"
+                        )
+            broker.topics.add_partitions(
+                topic.name, topic.count, validate_only=request.validate_only
+            )
+            results.append(
+                CreatePartitionsResponse.CreatePartitionsTopicResult(
+                    name=topic.name, error_code=0, error_message=None
+                )
+            )
+        except Exception as exc:
+            code, message = _code_and_message(exc)
+            results.append(
+                CreatePartitionsResponse.CreatePartitionsTopicResult(
+                    name=topic.name, error_code=code, error_message=message
+                )
+            )
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+
+# -- configs -------------------------------------------------------------------------
+
+_DCResult = DescribeConfigsResponse.DescribeConfigsResult
+_DCEntry = _DCResult.DescribeConfigsResourceResult
+_DCSynonym = _DCEntry.DescribeConfigsSynonym
+
+
+def _describe_topic(broker: Broker, name: str, keys: list[str] | None, synonyms: bool) -> list[Any]:
+    broker.topics.topic(name)  # raises UNKNOWN_TOPIC_OR_PARTITION
+    overrides = broker.store.topics[name].configs
+    entries = []
+    for key, value, source in _topic_config_entries(broker, name):
+        if keys is not None and key not in keys:
+            continue
+        synonym_list = []
+        if synonyms:
+            if key in overrides:
+                synonym_list.append(
+                    _DCSynonym(name=key, value=overrides[key], source=SOURCE_DYNAMIC_TOPIC)
+                )
+            broker_key = _TOPIC_FOR_BROKER.get(key)
+            if broker_key is not None:
+                if broker_key in broker.config.overridden:
+                    synonym_list.append(
+                        _DCSynonym(
+                            name=broker_key,
+                            value=broker.config.get(broker_key),
+                            source=SOURCE_STATIC_BROKER,
+                        )
+                    )
+                synonym_list.append(
+                    _DCSynonym(
+                        name=broker_key, value=BROKER_DEFAULTS[broker_key], source=SOURCE_DEFAULT
+                    )
+                )
+        entries.append(
+            _DCEntry(
+                name=key,
+                value=value,
+                read_only=False,
+                config_source=source,
+                is_default=source == SOURCE_DEFAULT,
+                is_sensitive=False,
+                synonyms=synonym_list,
+                config_type=_config_type(key),
+                documentation=None,
+            )
+        )
+    return entries
+
+
+def _describe_broker(broker: Broker, resource_name: str, keys: list[str] | None) -> list[Any]:
+    if resource_name not in ("", str(broker.node_id)):
+        raise InvalidRequestError(f"this is broker {broker.node_id}, not {resource_name!r}")
+    entries = []
+    for key, value in sorted(broker.config.values.items()):
+        if keys is not None and key not in keys:
+            continue
+        source = SOURCE_STATIC_BROKER if key in broker.config.overridden else SOURCE_DEFAULT
+        entries.append(
+            _DCEntry(
+                name=key,
+                value=value,
+                read_only=True,
+                config_source=source,
+                is_default=source == SOURCE_DEFAULT,
+                is_sensitive=False,
+                synonyms=[],
+                config_type=_TYPE_STRING,
+                documentation=None,
+            )
+        )
+    return entries
+
+
+def handle_describe_configs(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+    results = []
+    for resource in request.resources:
+        keys = list(resource.configuration_keys) if resource.configuration_keys else None
+        try:
+            if resource.resource_type == TOPIC_RESOURCE:
+                configs = _describe_topic(
+                    broker, resource.resource_name, keys, bool(request.include_synonyms)
+                )
+            elif resource.resource_type == BROKER_RESOURCE:
+                configs = _describe_broker(broker, resource.resource_name, keys)
+            else:
+                raise InvalidRequestError(f"unsupported resource type {resource.resource_type}")
+            results.append(
+                _DCResult(
+                    error_code=0,
+                    error_message=None,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                    configs=configs,
+                )
+            )
+        except Exception as exc:
+            code, message = _code_and_message(exc)
+            results.append(
+                _DCResult(
+                    error_code=code,
+                    error_message=message,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                    configs=[],
+                )
+            )
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+def _incremental(
+    current: dict[str, str], defaults: LogConfig, changes: list[Any]
+) -> dict[str, str]:
+    updated = dict(current)
+    default_values = defaults.to_kafka()
+    for change in changes:
+        name, op, value = change.name, change.config_operation, change.value
+        if op == OP_SET:
+            if value is None:
+                raise InvalidRequestError(f"SET of {name} needs a value")
+            updated[name] = value
+        elif op == OP_DELETE:
+            updated.pop(name, None)
+        elif op in (OP_APPEND, OP_SUBTRACT):
+            if name != "cleanup.policy":
+                raise InvalidRequestError(f"{name} is not a list; APPEND/SUBTRACT need a list")
+            items = [x for x in updated.get(name, default_values[name]).split(",") if x]
+            given = [x.strip() for x in (value or "").split(",") if x.strip()]
+            if op == OP_APPEND:
+                items += [x for x in given if x not in items]
+            else:
+                items = [x for x in items if x not in given]
+            updated[name] = ",".join(items)
+        else:
+            raise InvalidRequestError(f"unknown config operation {op}")
+    return updated
+
+
+def _alter(broker: Broker, request: Any, response_cls: Any, incremental: bool) -> Any:
+    responses = []
+    for resource in request.resources:
+        try:
+            if resource.resource_type == BROKER_RESOURCE:
+                raise InvalidRequestError(
+                    "broker configs are static in partita: set them with --set or --config "
+                    "and restart"
+                )
+            if resource.resource_type != TOPIC_RESOURCE:
+                raise InvalidRequestError(f"unsupported resource type {resource.resource_type}")
+            name = resource.resource_name
+            state = broker.topics.topic(name)
+            if incremental:
+                configs = _incremental(
+                    state.configs, broker.config.topic_defaults(), list(resource.configs)
+                )
+            else:
+                configs = {}
+                for c in resource.configs:
+                    if c.value is None:
+                        raise InvalidConfigurationError(f"config {c.name} has no value")
+                    configs[c.name] = c.value
+            broker.topics.set_configs(name, configs, validate_only=request.validate_only)
+            responses.append(
+                response_cls.AlterConfigsResourceResponse(
+                    error_code=0,
+                    error_message=None,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                )
+            )
+        except Exception as exc:
+            code, message = _code_and_message(exc)
+            responses.append(
+                response_cls.AlterConfigsResourceResponse(
+                    error_code=code,
+                    error_message=message,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                )
+            )
+    return response_cls(throttle_time_ms=0, responses=responses)
+
+
+def handle_alter_configs(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+    return _alter(broker, request, AlterConfigsResponse, incremental=False)
+
+
+def handle_incremental_alter_configs(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+    return _alter(broker, request, IncrementalAlterConfigsResponse, incremental=True)
+
+
+# -- producer ids ------------------------------------------------------------------------
+
+MAX_PRODUCER_EPOCH = 32767
+
+
+def handle_init_producer_id(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    try:
+        if request.transactional_id is not None:
+            raise TransactionalIdNotSupportedError("partita does not support transactions")
+        producer_id = request.producer_id if header.api_version >= 3 else -1
+        epoch = request.producer_epoch if header.api_version >= 3 else -1
+        if producer_id >= 0 and 0 <= epoch < MAX_PRODUCER_EPOCH - 1:
+            new_id, new_epoch = producer_id, epoch + 1  # KIP-360: bump the epoch
+        else:
+            new_id, new_epoch = broker.store.allocate_producer_id(), 0
+        return InitProducerIdResponse(
+            throttle_time_ms=0, error_code=0, producer_id=new_id, producer_epoch=new_epoch
+        )
+    except Exception as exc:
+        code, _message = _code_and_message(exc)
+        return InitProducerIdResponse(
+            throttle_time_ms=0, error_code=code, producer_id=-1, producer_epoch=-1
+        )

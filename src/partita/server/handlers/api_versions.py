@@ -1,0 +1,49 @@
+"""ApiVersions: which APIs and versions this broker speaks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.metadata import ApiVersionsResponse
+
+from partita.protocol.api import SUPPORTED
+from partita.protocol.codec import RequestHeader
+from partita.server.broker import Broker
+
+UNSUPPORTED_VERSION = 35
+
+
+def _api_keys() -> list[Any]:
+    return [
+        ApiVersionsResponse.ApiVersion(
+            api_key=key, min_version=spec.min_version, max_version=spec.max_version
+        )
+        for key, spec in sorted(SUPPORTED.items())
+    ]
+
+
+def handle(_broker: Broker, _header: RequestHeader, _request: Any) -> Any:
+    return ApiVersionsResponse(
+        error_code=0,
+        api_keys=_api_keys(),
+        throttle_time_ms=0,
+        supported_features=[],
+        finalized_features_epoch=-1,
+        finalized_features=[],
+        zk_migration_ready=False,
+    )
+
+
+def unsupported_version_body() -> bytes:
+    """The v0-layout answer to an ApiVersions request of a version we do not know,
+    so that the client can retry with one we do (KIP-511)."""
+    response = ApiVersionsResponse(
+        error_code=UNSUPPORTED_VERSION,
+        api_keys=_api_keys(),
+        throttle_time_ms=0,
+        supported_features=[],
+        finalized_features_epoch=-1,
+        finalized_features=[],
+        zk_migration_ready=False,
+    )
+    return bytes(response.encode(version=0))

@@ -1,0 +1,144 @@
+"""Fetch: hand out record bytes from the segment files, long-polling for new data.
+
+Incremental fetch sessions (KIP-227) are declined the way Kafka allows: every response
+carries session id 0, so clients keep sending full fetch requests. A request for a
+session we never created gets FETCH_SESSION_ID_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from partita.errors import (
+    FencedLeaderEpochError,
+    FetchSessionIdNotFoundError,
+    KafkaError,
+    OffsetOutOfRangeError,
+    UnknownLeaderEpochError,
+    UnknownServerError,
+)
+from partita.protocol.codec import RequestHeader
+from partita.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
+from partita.server.broker import Broker
+from partita.server.partition import Partition
+
+
+def check_leader_epoch(partition: Partition, current_leader_epoch: int) -> None:
+    """KIP-320: a client that knows a newer or older leader epoch must refresh metadata."""
+    if current_leader_epoch < 0:
+        return
+    if current_leader_epoch < partition.leader_epoch:
+        raise FencedLeaderEpochError(
+            f"leader epoch {current_leader_epoch} is older than {partition.leader_epoch}"
+        )
+    if current_leader_epoch > partition.leader_epoch:
+        raise UnknownLeaderEpochError(
+            f"leader epoch {current_leader_epoch} is newer than {partition.leader_epoch}"
+        )
+
+
+class _FetchPass:
+    """One attempt at answering a fetch: read every partition once."""
+
+    def __init__(self, broker: Broker, request: Any, version: int) -> None:
+        self.broker = broker
+        self.request = request
+        self.version = version
+        self.bytes = 0
+        self.errors = False
+        self.partitions: list[Partition] = []
+
+    def run(self) -> list[TopicResult]:
+        request = self.request
+        budget = request.max_bytes if self.version >= 3 else 2**31 - 1
+        read_committed = self.version >= 4 and request.isolation_level == 1
+        topics: list[TopicResult] = []
+        first_data = True
+        for topic in request.topics:
+            name, topic_id, topic_error = self._resolve(topic)
+            results = []
+            for fp in topic.partitions:
+                result = PartitionResult(fp.partition)
+                results.append(result)
+                if topic_error is not None or name is None:
+                    result.error_code = topic_error or UnknownServerError.code
+                    self.errors = True
+                    continue
+                try:
+                    partition = self.broker.topics.partition(name, fp.partition)
+                    self.partitions.append(partition)
+                    plog = partition.log
+                    if self.version >= 9:
+                        check_leader_epoch(partition, fp.current_leader_epoch)
+                    result.high_watermark = plog.high_watermark
+                    result.last_stable_offset = plog.high_watermark
+                    result.log_start_offset = plog.log_start_offset
+                    limit = min(fp.partition_max_bytes, budget)
+                    upper = plog.high_watermark if read_committed else None
+                    region = None
+                    if limit > 0 or first_data:
+                        region = plog.read(
+                            fp.fetch_offset,
+                            max(limit, 0),
+                            max_offset=upper,
+                            min_one_batch=first_data,
+                        )
+                    if region is not None:
+                        data = region.read()
+                        result.records = data
+                        budget -= len(data)
+                        self.bytes += len(data)
+                        first_data = False
+                except OffsetOutOfRangeError as exc:
+                    result.error_code = exc.code
+                    self.errors = True
+                except KafkaError as exc:
+                    result.error_code = exc.code
+                    self.errors = True
+                except Exception:
+                    result.error_code = UnknownServerError.code
+                    self.errors = True
+            topics.append(TopicResult(name or "", topic_id, results))
+        return topics
+
+    def _resolve(self, topic: Any) -> tuple[str | None, Any, int | None]:
+        if self.version >= 13:
+            try:
+                name = self.broker.topics.name_for_id(topic.topic_id)
+            except KafkaError as exc:
+                return None, topic.topic_id, exc.code
+            return name, topic.topic_id, None
+        state = self.broker.store.topics.get(topic.topic)
+        topic_id = state.topic_id if state else None
+        return topic.topic, topic_id or uuid.UUID(int=0), None
+
+
+async def handle(broker: Broker, header: RequestHeader, request: Any) -> list[bytes]:
+    version = header.api_version
+    if version >= 7 and request.session_id != 0:
+        return encode_fetch_response(version, [], error_code=FetchSessionIdNotFoundError.code)
+    deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+    while True:
+        attempt = _FetchPass(broker, request, version)
+        topics = attempt.run()
+        remaining = deadline - time.monotonic()
+        if attempt.bytes >= max(request.min_bytes, 1) or attempt.errors or remaining <= 0:
+            break
+        if not attempt.partitions:
+            await asyncio.sleep(remaining)
+            break
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        for partition in attempt.partitions:
+            partition.waiters.add(waiter)
+        try:
+            await asyncio.wait_for(waiter, remaining)
+        except TimeoutError:
+            pass
+        finally:
+            for partition in attempt.partitions:
+                partition.waiters.discard(waiter)
+    return encode_fetch_response(version, topics)

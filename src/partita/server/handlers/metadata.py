@@ -1,0 +1,126 @@
+"""Metadata and DescribeCluster: brokers, topics, partitions, leaders."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kafka.protocol.admin import DescribeClusterResponse
+from kafka.protocol.metadata import MetadataResponse
+
+from partita.cluster.model import TopicState, valid_topic_name
+from partita.errors import KafkaError, error_code
+from partita.protocol.codec import RequestHeader
+from partita.server.broker import Broker
+
+_Broker = MetadataResponse.MetadataResponseBroker
+_Topic = MetadataResponse.MetadataResponseTopic
+_Partition = _Topic.MetadataResponsePartition
+NO_AUTHORIZED_OPERATIONS = -(2**31)
+LEADER_NOT_AVAILABLE = 5
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_TOPIC = 17
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _topic_entry(broker: Broker, topic: TopicState) -> Any:
+    partitions = []
+    for index, state in sorted(topic.partitions.items()):
+        online = (topic.name, index) in broker.topics.partitions
+        partitions.append(
+            _Partition(
+                error_code=0 if online else LEADER_NOT_AVAILABLE,
+                partition_index=index,
+                leader_id=state.leader if online else -1,
+                leader_epoch=state.leader_epoch,
+                replica_nodes=list(state.replicas),
+                isr_nodes=list(state.isr) if online else [],
+                offline_replicas=[] if online else list(state.replicas),
+            )
+        )
+    return _Topic(
+        error_code=0,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.internal,
+        partitions=partitions,
+        authorized_operations=None,
+    )
+
+
+def _error_entry(name: str | None, code: int, topic_id: uuid.UUID = ZERO_UUID) -> Any:
+    return _Topic(
+        error_code=code,
+        name=name,
+        topic_id=topic_id,
+        is_internal=False,
+        partitions=[],
+        authorized_operations=None,
+    )
+
+
+def handle(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    version = header.api_version
+    requested = request.topics
+    all_topics = requested is None or (version == 0 and not requested)
+    auto_create = broker.config.get_bool("auto.create.topics.enable") and (
+        version < 4 or bool(request.allow_auto_topic_creation)
+    )
+    entries: list[Any] = []
+    if all_topics:
+        entries = [_topic_entry(broker, t) for _, t in sorted(broker.store.topics.items())]
+    else:
+        for wanted in requested:
+            name = wanted.name
+            if name is None:
+                try:
+                    name = broker.topics.name_for_id(wanted.topic_id)
+                except KafkaError as exc:
+                    entries.append(_error_entry(None, error_code(exc), wanted.topic_id))
+                    continue
+            topic = broker.store.topics.get(name)
+            if topic is None:
+                if valid_topic_name(name) is not None:
+                    entries.append(_error_entry(name, INVALID_TOPIC))
+                    continue
+                if not auto_create:
+                    entries.append(_error_entry(name, UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
+                try:
+                    topic = broker.topics.create(name)
+                except KafkaError as exc:
+                    entries.append(_error_entry(name, error_code(exc)))
+                    continue
+            entries.append(_topic_entry(broker, topic))
+    info = broker.info
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=[_Broker(node_id=info.node_id, host=info.host, port=info.port, rack=info.rack)],
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=entries,
+        authorized_operations=None,
+        error_code=0,
+    )
+
+
+def handle_describe_cluster(broker: Broker, _header: RequestHeader, _request: Any) -> Any:
+    info = broker.info
+    return DescribeClusterResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        endpoint_type=1,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        brokers=[
+            DescribeClusterResponse.DescribeClusterBroker(
+                broker_id=info.node_id,
+                host=info.host,
+                port=info.port,
+                rack=info.rack,
+                is_fenced=False,
+            )
+        ],
+        authorized_operations=None,
+    )

@@ -1,0 +1,139 @@
+"""ListOffsets, DeleteRecords and OffsetForLeaderEpoch."""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from typing import Any
+
+from kafka.protocol.admin import DeleteRecordsResponse
+from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochResponse
+
+from partita.errors import KafkaError, UnknownServerError
+from partita.protocol.codec import RequestHeader
+from partita.server.broker import Broker
+from partita.server.handlers.fetch import check_leader_epoch
+from partita.storage.log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+
+_LTopic = ListOffsetsResponse.ListOffsetsTopicResponse
+_LPartition = _LTopic.ListOffsetsPartitionResponse
+
+
+def epoch_for_offset(plog: PartitionLog, offset: int) -> int:
+    """The leader epoch under which ``offset`` was (or will be) written; -1 if unknown."""
+    entries = plog.epochs.entries
+    starts = [start for _epoch, start in entries]
+    i = bisect.bisect_right(starts, offset) - 1
+    return entries[i][0] if i >= 0 else -1
+
+
+def _list_one(broker: Broker, version: int, topic: str, p: Any) -> Any:
+    try:
+        partition = broker.topics.partition(topic, p.partition_index)
+        if version >= 4:
+            check_leader_epoch(partition, p.current_leader_epoch)
+        plog = partition.log
+        ts = p.timestamp
+        if ts == LATEST:
+            offset, found_ts = plog.high_watermark, -1
+        elif ts in (EARLIEST, EARLIEST_LOCAL):
+            offset, found_ts = plog.log_start_offset, -1
+        elif ts == LATEST_TIERED:
+            offset, found_ts = -1, -1  # no tiered storage: nothing is tiered
+        else:
+            offset, found_ts = plog.list_offset(ts)
+        epoch = epoch_for_offset(plog, offset) if offset >= 0 else -1
+        return _LPartition(
+            partition_index=p.partition_index,
+            error_code=0,
+            old_style_offsets=[],
+            timestamp=found_ts,
+            offset=offset,
+            leader_epoch=epoch,
+        )
+    except KafkaError as exc:
+        code = exc.code
+    except Exception:
+        log.exception("list offsets failed", extra={"partition": f"{topic}-{p.partition_index}"})
+        code = UnknownServerError.code
+    return _LPartition(
+        partition_index=p.partition_index,
+        error_code=code,
+        old_style_offsets=[],
+        timestamp=-1,
+        offset=-1,
+        leader_epoch=-1,
+    )
+
+
+def handle_list_offsets(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    topics = [
+        _LTopic(
+            name=t.name,
+            partitions=[_list_one(broker, header.api_version, t.name, p) for p in t.partitions],
+        )
+        for t in request.topics
+    ]
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+_DTopic = DeleteRecordsResponse.DeleteRecordsTopicResult
+_DPartition = _DTopic.DeleteRecordsPartitionResult
+
+
+def handle_delete_records(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+    topics = []
+    for t in request.topics:
+        results = []
+        for p in t.partitions:
+            try:
+                plog = broker.topics.partition(t.name, p.partition_index).log
+                low = plog.delete_records(p.offset)
+                results.append(
+                    _DPartition(partition_index=p.partition_index, low_watermark=low, error_code=0)
+                )
+            except KafkaError as exc:
+                results.append(
+                    _DPartition(
+                        partition_index=p.partition_index, low_watermark=-1, error_code=exc.code
+                    )
+                )
+        topics.append(_DTopic(name=t.name, partitions=results))
+    return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
+
+
+_ETopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+_EPartition = _ETopic.EpochEndOffset
+
+
+def handle_offset_for_leader_epoch(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+    topics = []
+    for t in request.topics:
+        results = []
+        for p in t.partitions:
+            try:
+                partition = broker.topics.partition(t.topic, p.partition)
+                check_leader_epoch(partition, p.current_leader_epoch)
+                plog = partition.log
+                epoch, end = plog.epochs.end_offset_for(p.leader_epoch, plog.log_end_offset)
+                results.append(
+                    _EPartition(
+                        error_code=0, partition=p.partition, leader_epoch=epoch, end_offset=end
+                    )
+                )
+            except KafkaError as exc:
+                results.append(
+                    _EPartition(
+                        error_code=exc.code, partition=p.partition, leader_epoch=-1, end_offset=-1
+                    )
+                )
+        topics.append(_ETopic(topic=t.topic, partitions=results))
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

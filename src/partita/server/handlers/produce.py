@@ -1,0 +1,80 @@
+"""Produce: append each partition's record batches, as opaque bytes, and answer with
+the assigned base offsets (or nothing at all for acks=0)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafka.protocol.producer import ProduceResponse
+
+from partita.errors import (
+    InvalidRecordError,
+    InvalidRequiredAcksError,
+    KafkaError,
+    NotEnoughReplicasError,
+    TransactionalIdNotSupportedError,
+    UnknownServerError,
+)
+from partita.protocol.codec import RequestHeader
+from partita.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+_Topic = ProduceResponse.TopicProduceResponse
+_Partition = _Topic.PartitionProduceResponse
+
+
+def _append_one(broker: Broker, request: Any, topic: str, index: int, records: Any) -> Any:
+    try:
+        if request.transactional_id is not None:
+            raise TransactionalIdNotSupportedError("partita does not support transactions")
+        if request.acks not in (-1, 0, 1):
+            raise InvalidRequiredAcksError(f"acks must be -1, 0 or 1, got {request.acks}")
+        partition = broker.topics.partition(topic, index)
+        if request.acks == -1:
+            required = partition.log.config.min_insync_replicas
+            if len(partition.isr) < required:
+                raise NotEnoughReplicasError(
+                    f"{topic}-{index} has {len(partition.isr)} in-sync replicas, "
+                    f"min.insync.replicas={required}"
+                )
+        if not records:
+            raise InvalidRecordError("no record batch in the produce request")
+        info = partition.append(records)
+        return _Partition(
+            index=index,
+            error_code=0,
+            base_offset=info.first_offset,
+            log_append_time_ms=info.log_append_time,
+            log_start_offset=info.log_start_offset,
+            record_errors=[],
+            error_message=None,
+        )
+    except KafkaError as exc:
+        code, message = exc.code, exc.message
+    except Exception as exc:
+        log.exception("produce failed", extra={"partition": f"{topic}-{index}"})
+        code, message = UnknownServerError.code, f"{type(exc).__name__}: {exc}"
+    return _Partition(
+        index=index,
+        error_code=code,
+        base_offset=-1,
+        log_append_time_ms=-1,
+        log_start_offset=-1,
+        record_errors=[],
+        error_message=message,
+    )
+
+
+def handle(broker: Broker, _header: RequestHeader, request: Any) -> Any | None:
+    responses = []
+    for topic_data in request.topic_data:
+        partitions = [
+            _append_one(broker, request, topic_data.name, p.index, p.records)
+            for p in topic_data.partition_data
+        ]
+        responses.append(_Topic(name=topic_data.name, partition_responses=partitions))
+    if request.acks == 0:
+        return None  # Kafka sends no response at all for acks=0
+    return ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=[])

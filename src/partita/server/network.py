@@ -1,0 +1,127 @@
+"""The asyncio shell: accept connections, split frames, dispatch, write responses.
+
+Requests on one connection are answered strictly in order, one at a time, as Kafka
+does (a long-polling fetch holds back the requests behind it on that connection only).
+A frame that cannot be parsed, an unknown API or an unsupported version closes that
+connection (Kafka's behaviour), except ApiVersions, which is answered with
+UNSUPPORTED_VERSION so that the client can retry with a version we speak.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import struct
+from typing import Any
+
+from partita.protocol.api import ApiKey
+from partita.protocol.codec import (
+    MalformedRequestError,
+    RequestHeader,
+    UnsupportedRequestError,
+    decode_request,
+    encode_raw_response,
+    encode_response,
+)
+from partita.protocol.frames import FrameDecoder, FrameTooLargeError
+from partita.server.broker import Broker
+from partita.server.dispatch import HANDLERS
+from partita.server.handlers.api_versions import unsupported_version_body
+
+log = logging.getLogger(__name__)
+
+_PREFIX = struct.Struct(">ii")
+_READ_SIZE = 256 * 1024
+
+
+class CloseConnectionError(Exception):
+    """The request cannot be answered; the connection must go."""
+
+
+class BrokerServer:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.max_frame_bytes = broker.config.get_int("socket.request.max.bytes")
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self.requests_served = 0
+
+    async def start(self, host: str, port: int) -> int:
+        self._server = await asyncio.start_server(self._serve, host, port, limit=_READ_SIZE)
+        sockets = self._server.sockets
+        return int(sockets[0].getsockname()[1]) if sockets else port
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        decoder = FrameDecoder(self.max_frame_bytes)
+        try:
+            while True:
+                data = await reader.read(_READ_SIZE)
+                if not data:
+                    break
+                for frame in decoder.feed(data):
+                    chunks = await self._respond(frame, peer)
+                    if chunks:
+                        writer.writelines(chunks)
+                await writer.drain()
+        except FrameTooLargeError as exc:
+            log.warning(
+                "closing connection: oversized request",
+                extra={"peer": str(peer), "error": str(exc)},
+            )
+        except CloseConnectionError as exc:
+            log.warning("closing connection", extra={"peer": str(peer), "reason": str(exc)})
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("connection failed", extra={"peer": str(peer)})
+        finally:
+            if task is not None:
+                self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+                await writer.wait_closed()
+
+    async def _respond(self, frame: bytes, peer: Any) -> list[bytes] | None:
+        try:
+            header, spec, request = decode_request(frame)
+        except UnsupportedRequestError as exc:
+            if exc.header.api_key == ApiKey.API_VERSIONS:
+                body = unsupported_version_body()
+                return [encode_raw_response(exc.header.correlation_id, body, header_tagged=False)]
+            raise CloseConnectionError(f"{exc} from client {exc.header.client_id!r}") from exc
+        except MalformedRequestError as exc:
+            raise CloseConnectionError(f"malformed request: {exc}") from exc
+        handler = HANDLERS[header.api_key]
+        self.requests_served += 1
+        result = handler(self.broker, header, request)
+        if inspect.isawaitable(result):
+            result = await result
+        if result is None:
+            return None
+        if isinstance(result, list):  # pre-encoded body chunks (Fetch)
+            return self._frame_chunks(header, spec.flexible(header.api_version), result)
+        return [encode_response(header, spec, result)]
+
+    @staticmethod
+    def _frame_chunks(header: RequestHeader, flexible: bool, chunks: list[bytes]) -> list[bytes]:
+        size = 4 + (1 if flexible else 0) + sum(len(c) for c in chunks)
+        prefix = _PREFIX.pack(size, header.correlation_id) + (b"\x00" if flexible else b"")
+        return [prefix, *chunks]

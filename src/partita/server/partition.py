@@ -1,0 +1,98 @@
+"""A partition as the broker serves it: its log, its leadership, its producers, and the
+fetchers waiting for new data.
+
+On a single broker every partition is led here with an ISR of one, so the high watermark
+follows the log end offset. Replication will replace ``advance_high_watermark`` with the
+ISR rule (min LEO over the ISR, never moving back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from partita.coordinator.producer_state import ProducerStateTable
+from partita.errors import InvalidRecordError
+from partita.protocol.record_batch import LOG_OVERHEAD, iter_headers, read_header
+from partita.storage.log import AppendInfo, PartitionLog
+
+
+@dataclass(slots=True)
+class Partition:
+    topic: str
+    index: int
+    log: PartitionLog
+    leader_epoch: int = 0
+    isr: list[int] = field(default_factory=list)
+    producers: ProducerStateTable = field(default_factory=ProducerStateTable)
+    waiters: set[asyncio.Future[None]] = field(default_factory=set)
+
+    def rebuild_producer_state(self) -> None:
+        """Replay idempotent batch headers from the log (no record decoding)."""
+        table = ProducerStateTable()
+        for segment in self.log.segments:
+            for _pos, header in segment.iter_headers(0):
+                if header.producer_id >= 0 and header.base_sequence >= 0:
+                    last_seq = header.base_sequence + header.last_offset_delta
+                    table.record(
+                        header.producer_id,
+                        header.producer_epoch,
+                        header.base_sequence,
+                        last_seq,
+                        header.base_offset,
+                        header.last_offset,
+                    )
+        self.producers = table
+
+    def append(self, records: bytes | memoryview) -> AppendInfo:
+        """Append a producer's batches, applying the idempotence rules first."""
+        view = memoryview(records)
+        if len(view) < LOG_OVERHEAD:
+            raise InvalidRecordError("produce request carries no record batch")
+        header = read_header(view, 0)
+        if header.producer_id < 0:
+            info = self.log.append_as_leader(view, self.leader_epoch)
+        else:
+            info = self._append_idempotent(view)
+        self.advance_high_watermark()
+        return info
+
+    def _append_idempotent(self, view: memoryview) -> AppendInfo:
+        headers = [h for _pos, h in iter_headers(view)]
+        if len(headers) != 1:
+            # Kafka's producers send one batch per partition; more is not idempotent-safe.
+            raise InvalidRecordError("an idempotent produce must carry exactly one batch")
+        h = headers[0]
+        last_seq = h.base_sequence + h.last_offset_delta
+        duplicate = self.producers.check(h.producer_id, h.producer_epoch, h.base_sequence, last_seq)
+        if duplicate is not None:
+            return AppendInfo(
+                duplicate.first_offset,
+                duplicate.last_offset,
+                -1,
+                -1,
+                0,
+                0,
+                self.log.log_start_offset,
+            )
+        info = self.log.append_as_leader(view, self.leader_epoch)
+        self.producers.record(
+            h.producer_id,
+            h.producer_epoch,
+            h.base_sequence,
+            last_seq,
+            info.first_offset,
+            info.last_offset,
+        )
+        return info
+
+    def advance_high_watermark(self) -> None:
+        if self.log.high_watermark != self.log.log_end_offset:
+            self.log.update_high_watermark(self.log.log_end_offset)
+            self.wake_fetchers()
+
+    def wake_fetchers(self) -> None:
+        for waiter in self.waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self.waiters.clear()

@@ -1,0 +1,84 @@
+"""Running a broker process: start, serve, background maintenance, clean stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from pathlib import Path
+
+from partita.server.broker import Broker, Listener
+from partita.server.config import BrokerConfig
+from partita.server.network import BrokerServer
+
+log = logging.getLogger(__name__)
+
+_TICK_SECONDS = 1.0
+
+
+async def _maintenance(broker: Broker, stop: asyncio.Event) -> None:
+    """flush.ms and delayed deletes every second; retention, compaction and checkpoints
+    on Kafka's intervals. Disk-heavy work runs in a thread, never on the event loop."""
+    retention_every = broker.config.get_int("log.retention.check.interval.ms") / 1000
+    checkpoint_every = broker.config.get_int("log.flush.offset.checkpoint.interval.ms") / 1000
+    next_retention = time.monotonic() + retention_every
+    next_checkpoint = time.monotonic() + checkpoint_every
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), _TICK_SECONDS)
+        if stop.is_set():
+            return
+        now = time.monotonic()
+        try:
+            if now >= next_retention:
+                next_retention = now + retention_every
+                totals = await asyncio.to_thread(broker.run_maintenance)
+                if any(totals.values()):
+                    log.info("maintenance", extra=totals)
+            else:
+                await asyncio.to_thread(_quick_maintenance, broker)
+            if now >= next_checkpoint:
+                next_checkpoint = now + checkpoint_every
+                await asyncio.to_thread(broker.logs.checkpoint)
+        except Exception:
+            log.exception("maintenance pass failed; will retry")
+
+
+def _quick_maintenance(broker: Broker) -> None:
+    for partition_log in broker.logs:
+        if partition_log.offline_reason is None:
+            partition_log.maybe_flush()
+            partition_log.purge_deleted_segments()
+
+
+async def serve(
+    config: BrokerConfig, data_dir: Path, host: str, port: int, ready_file: Path | None = None
+) -> int:
+    broker = Broker(config, data_dir, Listener(host, port))
+    started = time.monotonic()
+    broker.startup()
+    server = BrokerServer(broker)
+    broker.listener.port = await server.start(host, port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info(
+        "listening",
+        extra={
+            "host": host,
+            "port": broker.listener.port,
+            "startup_seconds": round(time.monotonic() - started, 3),
+        },
+    )
+    if ready_file is not None:
+        ready_file.write_text(f"{host}:{broker.listener.port}\n")
+    maintenance = asyncio.create_task(_maintenance(broker, stop))
+    await stop.wait()
+    log.info("stopping", extra={"requests_served": server.requests_served})
+    await server.stop()
+    await maintenance
+    broker.shutdown()
+    return 0
