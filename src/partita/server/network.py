@@ -108,7 +108,8 @@ class BrokerServer:
                 return [encode_raw_response(exc.header.correlation_id, body, header_tagged=False)]
             raise CloseConnectionError(f"{exc} from client {exc.header.client_id!r}") from exc
         except MalformedRequestError as exc:
-            raise CloseConnectionError(f"malformed request: {exc}") from exc
+            head = frame[:96].hex()
+            raise CloseConnectionError(f"malformed request: {exc} (first bytes: {head})") from exc
         handler = HANDLERS[header.api_key]
         self.requests_served += 1
         result = handler(self.broker, header, request)
