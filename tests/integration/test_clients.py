@@ -10,8 +10,8 @@ from collections import defaultdict
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition as AioTopicPartition
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import ConfigResource, NewPartitions
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 
@@ -161,8 +161,6 @@ def test_list_offsets_by_time_earliest_latest(broker: BrokerProcess) -> None:
         [{"value": b"%d" % i, "timestamp": base + 1000 * i, "partition": 0} for i in range(10)],
     )
     consumer_conf = {"bootstrap.servers": broker.bootstrap, "group.id": "t"}
-    from confluent_kafka import Consumer
-
     consumer = Consumer(consumer_conf)
     try:
         found = consumer.offsets_for_times([TopicPartition("times", 0, base + 3500)], 10)
@@ -229,8 +227,6 @@ def test_topic_configs_describe_and_alter(broker: BrokerProcess) -> None:
     assert configs["retention.ms"].value == "3600000"
     assert configs["segment.bytes"].value == str(1024**3)
     assert configs["cleanup.policy"].value == "delete"
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
-
     change = ConfigResource(
         ConfigResource.Type.TOPIC,
         "conf",
