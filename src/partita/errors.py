@@ -150,3 +150,57 @@ class TransactionalIdNotSupportedError(KafkaError):
 def error_code(exc: BaseException) -> int:
     """The Kafka error code for any exception (UNKNOWN_SERVER_ERROR if it is not ours)."""
     return exc.code if isinstance(exc, KafkaError) else UnknownServerError.code
+
+
+class CoordinatorNotAvailableError(KafkaError):
+    code = 15
+    retriable = True
+
+
+class NotCoordinatorError(KafkaError):
+    code = 16
+    retriable = True
+
+
+class IllegalGenerationError(KafkaError):
+    code = 22
+
+
+class InconsistentGroupProtocolError(KafkaError):
+    code = 23
+
+
+class InvalidGroupIdError(KafkaError):
+    code = 24
+
+
+class UnknownMemberIdError(KafkaError):
+    code = 25
+
+
+class InvalidSessionTimeoutError(KafkaError):
+    code = 26
+
+
+class RebalanceInProgressError(KafkaError):
+    code = 27
+
+
+class NonEmptyGroupError(KafkaError):
+    code = 68
+
+
+class GroupIdNotFoundError(KafkaError):
+    code = 69
+
+
+class MemberIdRequiredError(KafkaError):
+    code = 79
+
+
+class FencedInstanceIdError(KafkaError):
+    code = 82
+
+
+class GroupSubscribedToTopicError(KafkaError):
+    code = 86
