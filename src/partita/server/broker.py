@@ -13,6 +13,7 @@ from pathlib import Path
 from partita.cluster.embedded_store import EmbeddedMetadataStore
 from partita.cluster.model import BrokerInfo
 from partita.server.config import BrokerConfig
+from partita.server.groups import GroupService
 from partita.server.topics import TopicManager
 from partita.storage.log_manager import LogManager
 
@@ -35,6 +36,7 @@ class Broker:
         self.topics = TopicManager(config, self.store, LogManager(data_dir))
         self.logs = self.topics.logs
         self.logs.config_for = self.topics.log_config
+        self.groups = GroupService(self)
 
     @property
     def info(self) -> BrokerInfo:
@@ -49,6 +51,7 @@ class Broker:
         self.store.load(self.node_id)
         self.logs.startup()
         self.topics.load()
+        self.groups.load()
         log.info(
             "broker started",
             extra={

@@ -6,7 +6,15 @@ from collections.abc import Callable
 from typing import Any
 
 from partita.protocol.api import ApiKey
-from partita.server.handlers import admin, api_versions, fetch, metadata, offsets, produce
+from partita.server.handlers import (
+    admin,
+    api_versions,
+    fetch,
+    groups,
+    metadata,
+    offsets,
+    produce,
+)
 
 Handler = Callable[..., Any]
 
@@ -26,4 +34,15 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ALTER_CONFIGS: admin.handle_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.handle_incremental_alter_configs,
     ApiKey.INIT_PRODUCER_ID: admin.handle_init_producer_id,
+    ApiKey.FIND_COORDINATOR: groups.handle_find_coordinator,
+    ApiKey.JOIN_GROUP: groups.handle_join_group,
+    ApiKey.SYNC_GROUP: groups.handle_sync_group,
+    ApiKey.HEARTBEAT: groups.handle_heartbeat,
+    ApiKey.LEAVE_GROUP: groups.handle_leave_group,
+    ApiKey.OFFSET_COMMIT: groups.handle_offset_commit,
+    ApiKey.OFFSET_FETCH: groups.handle_offset_fetch,
+    ApiKey.LIST_GROUPS: groups.handle_list_groups,
+    ApiKey.DESCRIBE_GROUPS: groups.handle_describe_groups,
+    ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
+    ApiKey.OFFSET_DELETE: groups.handle_offset_delete,
 }

@@ -76,9 +76,11 @@ async def serve(
     if ready_file is not None:
         ready_file.write_text(f"{host}:{broker.listener.port}\n")
     maintenance = asyncio.create_task(_maintenance(broker, stop))
+    broker.groups.start()
     await stop.wait()
     log.info("stopping", extra={"requests_served": server.requests_served})
     await server.stop()
+    await broker.groups.stop()
     await maintenance
     broker.shutdown()
     return 0

@@ -1,0 +1,229 @@
+"""The asyncio side of the group coordinator: parked JoinGroup/SyncGroup requests become
+futures, a timer drives the state machine's deadlines, and committed offsets are written
+to (and reloaded from) the compacted ``__consumer_offsets`` topic."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from partita.coordinator.group import (
+    NONE,
+    CommittedOffset,
+    GroupCoordinator,
+    JoinRequest,
+    JoinResult,
+    SyncResult,
+)
+from partita.coordinator.offset_records import (
+    OFFSETS_TOPIC,
+    group_key,
+    group_partition,
+    offset_key,
+    offset_value,
+    parse_key,
+    parse_offset_value,
+)
+from partita.errors import KafkaError
+from partita.protocol.records import Record, build_batch, decode_records
+
+if TYPE_CHECKING:
+    from partita.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+_TICK_SECONDS = 0.1
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class GroupService:
+    def __init__(self, broker: Broker) -> None:
+        config = broker.config
+        self.broker = broker
+        self.partitions = config.get_int("offsets.topic.num.partitions")
+        self.retention_ms = config.get_int("offsets.retention.minutes") * 60_000
+        self.core = GroupCoordinator(
+            self._deliver,
+            initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
+            min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
+            max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
+        )
+        self._ticker: asyncio.Task[None] | None = None
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def load(self) -> None:
+        """Rebuild committed offsets from ``__consumer_offsets`` (if it exists yet)."""
+        topic = self.broker.store.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            return
+        loaded = 0
+        for index in topic.partitions:
+            partition = self.broker.topics.partitions.get((OFFSETS_TOPIC, index))
+            if partition is None:
+                continue
+            for batch in partition.log.iter_batches():
+                for record in decode_records(batch)[1]:
+                    loaded += self._replay(record)
+        log.info("group offsets loaded", extra={"records": loaded, "groups": len(self.core.groups)})
+
+    def _replay(self, record: Record) -> int:
+        if record.key is None:
+            return 0
+        try:
+            key = parse_key(record.key)
+        except Exception:
+            log.warning("skipping an unreadable __consumer_offsets key")
+            return 0
+        if key is None or len(key) != 3:
+            return 0
+        group, topic, partition = key
+        if record.value is None:
+            self.core.forget_offset(group, topic, partition)
+        else:
+            self.core.store_offset(group, topic, partition, parse_offset_value(record.value))
+        return 1
+
+    def start(self) -> None:
+        self._ticker = asyncio.create_task(self._tick_forever())
+
+    async def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+
+    async def _tick_forever(self) -> None:
+        check_every = 600_000
+        next_expiry = now_ms() + check_every
+        while True:
+            await asyncio.sleep(_TICK_SECONDS)
+            now = now_ms()
+            try:
+                self.core.tick(now)
+                if now >= next_expiry:
+                    next_expiry = now + check_every
+                    self.expire_offsets(now)
+            except Exception:
+                log.exception("group coordinator tick failed")
+
+    def expire_offsets(self, now: int) -> int:
+        expired = self.core.expire_offsets(now, self.retention_ms)
+        for group_id, topic, partition in expired:
+            self._write(group_id, offset_key(group_id, topic, partition), None)
+        if expired:
+            log.info("expired committed offsets", extra={"count": len(expired)})
+        return len(expired)
+
+    # -- parked requests ---------------------------------------------------------
+
+    @staticmethod
+    def _deliver(handle: Any, result: JoinResult | SyncResult) -> None:
+        if handle is not None and not handle.done():
+            handle.set_result(result)
+
+    async def join(self, request: JoinRequest) -> JoinResult:
+        future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        immediate = self.core.join(request, future, now_ms())
+        if immediate is not None:
+            return immediate
+        return await future
+
+    async def sync(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> SyncResult:
+        future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        immediate = self.core.sync(
+            group_id,
+            generation,
+            member_id,
+            instance_id,
+            protocol_type,
+            protocol_name,
+            assignments,
+            future,
+            now_ms(),
+        )
+        if immediate is not None:
+            return immediate
+        return await future
+
+    # -- offsets -----------------------------------------------------------------
+
+    def ensure_offsets_topic(self) -> None:
+        if OFFSETS_TOPIC not in self.broker.store.topics:
+            self.broker.topics.create(OFFSETS_TOPIC, self.partitions, 1, OFFSETS_TOPIC_CONFIGS)
+
+    def _write(self, group_id: str, key: bytes, value: bytes | None) -> None:
+        self.ensure_offsets_topic()
+        index = group_partition(group_id, self.partitions)
+        partition = self.broker.topics.partition(OFFSETS_TOPIC, index)
+        partition.append(build_batch([Record(0, now_ms(), key, value)]))
+
+    def commit(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        offsets: list[tuple[str, int, CommittedOffset]],
+        version: int,
+    ) -> tuple[int, list[int]]:
+        """Validate, then persist each offset; (group error, per-offset error codes)."""
+        now = now_ms()
+        error = self.core.validate_offset_commit(
+            group_id, generation, member_id, instance_id, now, version
+        )
+        if error != NONE:
+            return error, [error] * len(offsets)
+        if not offsets:
+            return NONE, []
+        self.ensure_offsets_topic()
+        records = [
+            Record(i, now, offset_key(group_id, t, p), offset_value(v))
+            for i, (t, p, v) in enumerate(offsets)
+        ]
+        index = group_partition(group_id, self.partitions)
+        try:
+            partition = self.broker.topics.partition(OFFSETS_TOPIC, index)
+            partition.append(build_batch(records))
+        except KafkaError as exc:
+            log.error(
+                "offset commit could not be written", extra={"group": group_id, "error": str(exc)}
+            )
+            return 15, [15] * len(offsets)  # COORDINATOR_NOT_AVAILABLE: retriable
+        for topic, partition_index, value in offsets:
+            self.core.store_offset(group_id, topic, partition_index, value)
+        return NONE, [NONE] * len(offsets)
+
+    def delete_group(self, group_id: str) -> int:
+        error, removed = self.core.delete_group(group_id, now_ms())
+        if error == NONE:
+            for topic, partition in removed:
+                self._write(group_id, offset_key(group_id, topic, partition), None)
+            self._write(group_id, group_key(group_id), None)
+        return error
+
+    def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]]
+    ) -> tuple[int, dict[tuple[str, int], int]]:
+        before = self.core.committed(group_id)
+        error, results = self.core.delete_offsets(group_id, partitions)
+        for tp, code in results.items():
+            if code == NONE and tp in before:
+                self._write(group_id, offset_key(group_id, tp[0], tp[1]), None)
+        return error, results

@@ -1,0 +1,394 @@
+"""Consumer groups: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete.
+
+Every broker is the coordinator of every group here: a single broker holds all of
+``__consumer_offsets``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
+from kafka.protocol.consumer import (
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    OffsetCommitResponse,
+    OffsetDeleteResponse,
+    OffsetFetchResponse,
+    SyncGroupResponse,
+)
+from kafka.protocol.metadata import FindCoordinatorResponse
+
+from partita.coordinator.group import (
+    INVALID_GROUP_ID,
+    NONE,
+    CommittedOffset,
+    GroupState,
+    JoinRequest,
+)
+from partita.protocol.codec import RequestHeader
+from partita.server.broker import Broker
+from partita.server.groups import GroupService, now_ms
+
+INVALID_REQUEST = 42
+UNKNOWN_TOPIC_OR_PARTITION = 3
+OFFSET_METADATA_TOO_LARGE = 12
+MAX_METADATA_BYTES = 4096
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+
+def service(broker: Broker) -> GroupService:
+    return broker.groups
+
+
+# -- FindCoordinator -------------------------------------------------------------------
+
+
+def handle_find_coordinator(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    info = broker.info
+    key_type = request.key_type if header.api_version >= 1 else GROUP_KEY
+    error = NONE if key_type == GROUP_KEY else INVALID_REQUEST
+    message = None if error == NONE else "partita coordinates consumer groups only"
+    if error == NONE:
+        service(broker).ensure_offsets_topic()
+    if header.api_version >= 4:
+        coordinators = [
+            FindCoordinatorResponse.Coordinator(
+                key=key,
+                node_id=info.node_id if error == NONE else -1,
+                host=info.host if error == NONE else "",
+                port=info.port if error == NONE else -1,
+                error_code=error,
+                error_message=message,
+            )
+            for key in request.coordinator_keys
+        ]
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
+    return FindCoordinatorResponse(
+        throttle_time_ms=0,
+        error_code=error,
+        error_message=message,
+        node_id=info.node_id if error == NONE else -1,
+        host=info.host if error == NONE else "",
+        port=info.port if error == NONE else -1,
+    )
+
+
+# -- membership ------------------------------------------------------------------------
+
+
+async def handle_join_group(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    version = header.api_version
+    join = JoinRequest(
+        group_id=request.group_id or "",
+        member_id=request.member_id or "",
+        instance_id=request.group_instance_id if version >= 5 else None,
+        client_id=header.client_id or "",
+        client_host="/127.0.0.1",
+        session_timeout_ms=request.session_timeout_ms,
+        rebalance_timeout_ms=(
+            request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms
+        ),
+        protocol_type=request.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+        version=version,
+    )
+    result = await service(broker).join(join)
+    protocol_name = result.protocol_name
+    if protocol_name is None and version < 7:
+        protocol_name = ""  # null is only valid from v7
+    return JoinGroupResponse(
+        throttle_time_ms=0,
+        error_code=result.error,
+        generation_id=result.generation,
+        protocol_type=result.protocol_type,
+        protocol_name=protocol_name,
+        leader=result.leader,
+        skip_assignment=False,
+        member_id=result.member_id,
+        members=[
+            JoinGroupResponse.JoinGroupResponseMember(
+                member_id=m, group_instance_id=i, metadata=meta
+            )
+            for m, i, meta in result.members
+        ],
+    )
+
+
+async def handle_sync_group(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    version = header.api_version
+    assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
+    result = await service(broker).sync(
+        request.group_id or "",
+        request.generation_id,
+        request.member_id,
+        request.group_instance_id if version >= 3 else None,
+        request.protocol_type if version >= 5 else None,
+        request.protocol_name if version >= 5 else None,
+        assignments,
+    )
+    return SyncGroupResponse(
+        throttle_time_ms=0,
+        error_code=result.error,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
+
+
+def handle_heartbeat(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    error = service(broker).core.heartbeat(
+        request.group_id or "",
+        request.generation_id,
+        request.member_id,
+        request.group_instance_id if header.api_version >= 3 else None,
+        now_ms(),
+    )
+    return HeartbeatResponse(throttle_time_ms=0, error_code=error)
+
+
+def handle_leave_group(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    if header.api_version >= 3:
+        members = [(m.member_id or "", m.group_instance_id) for m in request.members]
+    else:
+        members = [(request.member_id or "", None)]
+    if not request.group_id:
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=INVALID_GROUP_ID, members=[])
+    codes = service(broker).core.leave(request.group_id, members, now_ms())
+    if header.api_version >= 3:
+        return LeaveGroupResponse(
+            throttle_time_ms=0,
+            error_code=NONE,
+            members=[
+                LeaveGroupResponse.MemberResponse(member_id=m, group_instance_id=i, error_code=c)
+                for (m, i), c in zip(members, codes, strict=True)
+            ],
+        )
+    return LeaveGroupResponse(throttle_time_ms=0, error_code=codes[0], members=[])
+
+
+# -- offsets -----------------------------------------------------------------------------
+
+_CTopic = OffsetCommitResponse.OffsetCommitResponseTopic
+_CPartition = _CTopic.OffsetCommitResponsePartition
+
+
+def handle_offset_commit(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    version = header.api_version
+    now = now_ms()
+    retention = request.retention_time_ms if 2 <= version <= 4 else -1
+    codes: dict[tuple[str, int], int] = {}
+    valid: list[tuple[str, int, CommittedOffset]] = []
+    for topic in request.topics:
+        known = broker.store.topics.get(topic.name)
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            metadata = p.committed_metadata or ""
+            if known is None or p.partition_index not in known.partitions:
+                codes[tp] = UNKNOWN_TOPIC_OR_PARTITION
+            elif len(metadata.encode()) > MAX_METADATA_BYTES:
+                codes[tp] = OFFSET_METADATA_TOO_LARGE
+            else:
+                epoch = p.committed_leader_epoch if version >= 6 else -1
+                expire = now + retention if retention >= 0 else None
+                valid.append(
+                    (
+                        tp[0],
+                        tp[1],
+                        CommittedOffset(p.committed_offset, epoch, metadata, now, expire),
+                    )
+                )
+    if request.group_id is None:
+        error, per = INVALID_GROUP_ID, [INVALID_GROUP_ID] * len(valid)
+    else:
+        error, per = service(broker).commit(
+            request.group_id,
+            request.generation_id_or_member_epoch,
+            request.member_id or "",
+            request.group_instance_id if version >= 7 else None,
+            valid,
+            version,
+        )
+    for (t, p, _), code in zip(valid, per, strict=True):
+        codes[(t, p)] = code
+    if error != NONE:
+        codes = {
+            tp: (c if c in (UNKNOWN_TOPIC_OR_PARTITION,) else error) for tp, c in codes.items()
+        }
+    topics: dict[str, list[Any]] = {}
+    for (t, p), code in codes.items():
+        topics.setdefault(t, []).append(_CPartition(partition_index=p, error_code=code))
+    return OffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=[_CTopic(name=t, partitions=parts) for t, parts in topics.items()],
+    )
+
+
+def _fetch_group(
+    broker: Broker, group_id: str, topics: Any
+) -> list[tuple[str, list[tuple[int, CommittedOffset | None]]]]:
+    committed = service(broker).core.committed(group_id)
+    if topics is None:
+        by_topic: dict[str, list[tuple[int, CommittedOffset | None]]] = {}
+        for (t, p), value in sorted(committed.items()):
+            by_topic.setdefault(t, []).append((p, value))
+        return list(by_topic.items())
+    return [
+        (t.name, [(p, committed.get((t.name, p))) for p in t.partition_indexes]) for t in topics
+    ]
+
+
+_FGroup = OffsetFetchResponse.OffsetFetchResponseGroup
+_FGroupTopic = _FGroup.OffsetFetchResponseTopics
+_FGroupPartition = _FGroupTopic.OffsetFetchResponsePartitions
+_FTopic = OffsetFetchResponse.OffsetFetchResponseTopic
+_FPartition = _FTopic.OffsetFetchResponsePartition
+
+
+def _committed_entries(
+    topic_cls: Any,
+    partition_cls: Any,
+    entries: list[tuple[str, list[tuple[int, CommittedOffset | None]]]],
+) -> list[Any]:
+    """OffsetFetch topics; -1 and empty metadata where nothing is committed."""
+    return [
+        topic_cls(
+            name=name,
+            partitions=[
+                partition_cls(
+                    partition_index=p,
+                    committed_offset=v.offset if v else -1,
+                    committed_leader_epoch=v.leader_epoch if v else -1,
+                    metadata=v.metadata if v else "",
+                    error_code=NONE,
+                )
+                for p, v in parts
+            ],
+        )
+        for name, parts in entries
+    ]
+
+
+def handle_offset_fetch(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    if header.api_version >= 8:
+        groups = [
+            _FGroup(
+                group_id=g.group_id,
+                error_code=NONE,
+                topics=_committed_entries(
+                    _FGroupTopic, _FGroupPartition, _fetch_group(broker, g.group_id, g.topics)
+                ),
+            )
+            for g in request.groups
+        ]
+        return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+    entries = _fetch_group(broker, request.group_id, request.topics)
+    return OffsetFetchResponse(
+        throttle_time_ms=0,
+        error_code=NONE,
+        topics=_committed_entries(_FTopic, _FPartition, entries),
+    )
+
+
+# -- administration --------------------------------------------------------------------
+
+
+def handle_list_groups(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    version = header.api_version
+    states = {s.strip().lower() for s in request.states_filter} if version >= 4 else set()
+    types = {t.strip().lower() for t in request.types_filter} if version >= 5 else set()
+    listed = []
+    for group in service(broker).core.groups.values():
+        if states and group.state.value.lower() not in states:
+            continue
+        if types and "classic" not in types:
+            continue
+        listed.append(
+            ListGroupsResponse.ListedGroup(
+                group_id=group.group_id,
+                protocol_type=group.protocol_type or "",
+                group_state=group.state.value,
+                group_type="classic",
+            )
+        )
+    return ListGroupsResponse(throttle_time_ms=0, error_code=NONE, groups=listed)
+
+
+_Described = DescribeGroupsResponse.DescribedGroup
+_DescribedMember = _Described.DescribedGroupMember
+
+
+def handle_describe_groups(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+    out = []
+    for group_id in request.groups:
+        group = service(broker).core.groups.get(group_id)
+        if group is None:
+            out.append(
+                _Described(
+                    error_code=NONE,
+                    error_message=None,
+                    group_id=group_id,
+                    group_state=GroupState.DEAD.value,
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                    authorized_operations=None,
+                )
+            )
+            continue
+        stable = group.state is GroupState.STABLE
+        members = [
+            _DescribedMember(
+                member_id=m.member_id,
+                group_instance_id=m.instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata_for(group.protocol_name) if stable else b"",
+                member_assignment=m.assignment,
+            )
+            for m in group.members.values()
+        ]
+        out.append(
+            _Described(
+                error_code=NONE,
+                error_message=None,
+                group_id=group_id,
+                group_state=group.state.value,
+                protocol_type=group.protocol_type or "",
+                protocol_data=(group.protocol_name or "") if stable else "",
+                members=members,
+                authorized_operations=None,
+            )
+        )
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=out)
+
+
+def handle_delete_groups(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+    results = [
+        DeleteGroupsResponse.DeletableGroupResult(
+            group_id=g, error_code=service(broker).delete_group(g) if g else INVALID_GROUP_ID
+        )
+        for g in request.groups_names
+    ]
+    return DeleteGroupsResponse(throttle_time_ms=0, results=results)
+
+
+_DelTopic = OffsetDeleteResponse.OffsetDeleteResponseTopic
+_DelPartition = _DelTopic.OffsetDeleteResponsePartition
+
+
+def handle_offset_delete(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    error, results = service(broker).delete_offsets(request.group_id, wanted)
+    if error != NONE:
+        return OffsetDeleteResponse(error_code=error, throttle_time_ms=0, topics=[])
+    topics: dict[str, list[Any]] = {}
+    for (t, p), code in results.items():
+        topics.setdefault(t, []).append(_DelPartition(partition_index=p, error_code=code))
+    return OffsetDeleteResponse(
+        error_code=NONE,
+        throttle_time_ms=0,
+        topics=[_DelTopic(name=t, partitions=ps) for t, ps in topics.items()],
+    )
