@@ -18,6 +18,9 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from confluent_kafka import Consumer, TopicPartition
 from kafka import KafkaConsumer
+from kafka.coordinator.assignors.range import RangePartitionAssignor
+from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 
 from tests.integration.clients import create_topic, produce
 from tests.integration.conftest import BrokerProcess
@@ -124,10 +127,6 @@ def test_committed_offsets_survive_restart_and_kill(fast_broker: BrokerProcess) 
 
 
 def test_kafka_python_group_strategies(fast_broker: BrokerProcess) -> None:
-    from kafka.coordinator.assignors.range import RangePartitionAssignor
-    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
-    from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
-
     fill(fast_broker.bootstrap, "kpg", 3, 90)
     for name, assignor in (
         ("range", RangePartitionAssignor),
