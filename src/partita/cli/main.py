@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from partita import __version__, logs
-from partita.cli import broker_cmd, demo, log_tools
+from partita.cli import broker_cmd, demo, group_cmd, log_tools
 
 app = typer.Typer(
     name="partita",
@@ -19,6 +19,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(log_tools.app, name="log")
+app.add_typer(group_cmd.app, name="group")
 app.command(name="demo")(demo.run)
 app.command(name="broker")(broker_cmd.run)
 

@@ -23,3 +23,25 @@ def subscription_topics(metadata: bytes) -> set[str] | None:
         return topics
     except (struct.error, UnicodeDecodeError):
         return None
+
+
+def assignment_partitions(data: bytes) -> dict[str, list[int]]:
+    """The partitions of a ConsumerProtocolAssignment (empty if it cannot be read)."""
+    out: dict[str, list[int]] = {}
+    try:
+        pos = 2
+        (topics,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        for _ in range(max(topics, 0)):
+            (length,) = struct.unpack_from(">h", data, pos)
+            pos += 2
+            topic = data[pos : pos + length].decode("utf-8")
+            pos += length
+            (count,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            partitions = list(struct.unpack_from(f">{max(count, 0)}i", data, pos))
+            pos += 4 * max(count, 0)
+            out[topic] = partitions
+    except (struct.error, UnicodeDecodeError):
+        return {}
+    return out

@@ -104,6 +104,11 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, ApiSpec, Any]:
         )
     # Bytes after the body are ignored, as Kafka ignores them: librdkafka 2.16 sends
     # Metadata v12 requests with three of them.
+    missing = _null_violation(spec.request._struct._fields, body, header.api_version)
+    if missing is not None:
+        raise MalformedRequestError(
+            f"{spec.key.name} v{header.api_version}: {missing} is null but may not be"
+        )
     return header, spec, body
 
 
@@ -127,3 +132,27 @@ def encode_raw_response(correlation_id: int, body: bytes, *, header_tagged: bool
         out.append(0)
     out += body
     return bytes(out)
+
+
+def _null_violation(fields: Any, obj: Any, version: int) -> str | None:
+    """The first field holding null where the schema forbids it (kafka-python's decoder
+    accepts a -1 length anywhere; Kafka's refuses it)."""
+    for f in fields:
+        if not f.for_version_q(version) or f.tagged_field_q(version):
+            continue
+        value = getattr(obj, f.name, None)
+        if value is None:
+            # kafka-python reads the all-zero UUID as None; on the wire it is 16 bytes.
+            if not f.nullable_for_version_q(version) and f.type_str != "uuid":
+                return str(f.name)
+            continue
+        if f.is_struct_array():
+            for item in value:
+                found = _null_violation(f._fields, item, version)
+                if found is not None:
+                    return f"{f.name}.{found}"
+        elif f.is_struct():
+            found = _null_violation(f._fields, value, version)
+            if found is not None:
+                return f"{f.name}.{found}"
+    return None

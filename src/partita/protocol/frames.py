@@ -22,9 +22,17 @@ class FrameDecoder:
         self.max_frame_bytes = max_frame_bytes
         self._buffer = bytearray()
         self._needed: int | None = None
+        self._error: FrameTooLargeError | None = None
 
     def feed(self, data: bytes) -> list[bytes]:
-        """Add received bytes; return every frame they complete (without the size)."""
+        """Add received bytes; return every frame they complete (without the size).
+
+        A bad size prefix raises FrameTooLargeError, but only once the complete frames
+        in front of it have been handed out: Kafka answers pipelined requests that came
+        before the bad one. So the error may surface on the next call (``feed(b"")``).
+        """
+        if self._error is not None:
+            raise self._error
         self._buffer += data
         frames: list[bytes] = []
         buf = self._buffer
@@ -35,7 +43,8 @@ class FrameDecoder:
                     break
                 (size,) = struct.unpack_from(">i", buf, pos)
                 if size < 0 or size > self.max_frame_bytes:
-                    raise FrameTooLargeError(size, self.max_frame_bytes)
+                    self._error = FrameTooLargeError(size, self.max_frame_bytes)
+                    break
                 self._needed = size
                 pos += 4
             if len(buf) - pos < self._needed:
@@ -45,6 +54,8 @@ class FrameDecoder:
             self._needed = None
         if pos:
             del buf[:pos]
+        if self._error is not None and not frames:
+            raise self._error
         return frames
 
     @property

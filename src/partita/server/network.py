@@ -27,6 +27,7 @@ from partita.protocol.codec import (
 )
 from partita.protocol.frames import FrameDecoder, FrameTooLargeError
 from partita.server.broker import Broker
+from partita.server.closing import CloseConnectionError
 from partita.server.dispatch import HANDLERS
 from partita.server.handlers.api_versions import unsupported_version_body
 
@@ -34,10 +35,6 @@ log = logging.getLogger(__name__)
 
 _PREFIX = struct.Struct(">ii")
 _READ_SIZE = 256 * 1024
-
-
-class CloseConnectionError(Exception):
-    """The request cannot be answered; the connection must go."""
 
 
 class BrokerServer:
@@ -79,6 +76,12 @@ class BrokerServer:
                     if chunks:
                         writer.writelines(chunks)
                 await writer.drain()
+                decoder.feed(b"")  # raises a bad size prefix held back behind good frames
+            if decoder.buffered:
+                log.warning(
+                    "client closed the connection in the middle of a request",
+                    extra={"peer": str(peer), "bytes": decoder.buffered},
+                )
         except FrameTooLargeError as exc:
             log.warning(
                 "closing connection: oversized request",
@@ -104,6 +107,14 @@ class BrokerServer:
             header, spec, request = decode_request(frame)
         except UnsupportedRequestError as exc:
             if exc.header.api_key == ApiKey.API_VERSIONS:
+                log.info(
+                    "ApiVersions version not supported; answering with our ranges",
+                    extra={
+                        "peer": str(peer),
+                        "version": exc.header.api_version,
+                        "client_id": exc.header.client_id,
+                    },
+                )
                 body = unsupported_version_body()
                 return [encode_raw_response(exc.header.correlation_id, body, header_tagged=False)]
             raise CloseConnectionError(f"{exc} from client {exc.header.client_id!r}") from exc

@@ -9,12 +9,23 @@ ISR rule (min LEO over the ISR, never moving back).
 from __future__ import annotations
 
 import asyncio
+import struct
 from dataclasses import dataclass, field
 
 from partita.coordinator.producer_state import ProducerStateTable
-from partita.errors import InvalidRecordError
-from partita.protocol.record_batch import LOG_OVERHEAD, iter_headers, read_header
+from partita.errors import CorruptRecordError, InvalidRecordError
+from partita.protocol.record_batch import (
+    BATCH_LENGTH_POS,
+    LOG_OVERHEAD,
+    MAGIC_POS,
+    MAGIC_V2,
+    iter_headers,
+    read_header,
+)
 from partita.storage.log import AppendInfo, PartitionLog
+
+# Kafka's smallest legal batch length: enough to reach the magic byte.
+MIN_BATCH_LENGTH = 14
 
 
 @dataclass(slots=True)
@@ -47,8 +58,7 @@ class Partition:
     def append(self, records: bytes | memoryview) -> AppendInfo:
         """Append a producer's batches, applying the idempotence rules first."""
         view = memoryview(records)
-        if len(view) < LOG_OVERHEAD:
-            raise InvalidRecordError("produce request carries no record batch")
+        _check_produce_records(view)
         header = read_header(view, 0)
         if header.producer_id < 0:
             info = self.log.append_as_leader(view, self.leader_epoch)
@@ -96,3 +106,23 @@ class Partition:
             if not waiter.done():
                 waiter.set_result(None)
         self.waiters.clear()
+
+
+def _check_produce_records(view: memoryview) -> None:
+    """Kafka's first checks on a produce request's records, with Kafka's error codes:
+    INVALID_RECORD when there is no complete batch or the format is older than v2 (the
+    producer must not retry), CORRUPT_MESSAGE when the header itself is damaged."""
+    if len(view) < LOG_OVERHEAD:
+        raise InvalidRecordError("produce request carries no record batch")
+    (batch_length,) = struct.unpack_from(">i", view, BATCH_LENGTH_POS)
+    if batch_length < MIN_BATCH_LENGTH:
+        raise CorruptRecordError(f"record batch length {batch_length} is below the minimum")
+    if LOG_OVERHEAD + batch_length > len(view):
+        raise InvalidRecordError("produce request carries no complete record batch")
+    magic = view[MAGIC_POS]
+    if magic > MAGIC_V2:
+        raise CorruptRecordError(f"unknown record batch magic {magic}")
+    if magic != MAGIC_V2:
+        raise InvalidRecordError(
+            f"message format v{magic} is not accepted: produce needs record batches (v2)"
+        )

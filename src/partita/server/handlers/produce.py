@@ -4,6 +4,7 @@ the assigned base offsets (or nothing at all for acks=0)."""
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from kafka.protocol.producer import ProduceResponse
@@ -18,8 +19,31 @@ from partita.errors import (
 )
 from partita.protocol.codec import RequestHeader
 from partita.server.broker import Broker
+from partita.server.closing import CloseConnectionError
 
 log = logging.getLogger(__name__)
+
+
+class _RejectionLog:
+    """Warn about refused produce requests, at most once a second per partition and error,
+    so that a misbehaving producer cannot flood the log."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[str, int, int], float] = {}
+
+    def warn(self, topic: str, index: int, code: int, message: str) -> None:
+        key = (topic, index, code)
+        now = time.monotonic()
+        if now - self._last.get(key, -1e9) < 1.0:
+            return
+        self._last[key] = now
+        log.warning(
+            "produce refused",
+            extra={"partition": f"{topic}-{index}", "error_code": code, "reason": message},
+        )
+
+
+_rejections = _RejectionLog()
 
 _Topic = ProduceResponse.TopicProduceResponse
 _Partition = _Topic.PartitionProduceResponse
@@ -53,6 +77,7 @@ def _append_one(broker: Broker, request: Any, topic: str, index: int, records: A
         )
     except KafkaError as exc:
         code, message = exc.code, exc.message
+        _rejections.warn(topic, index, code, message)
     except Exception as exc:
         log.exception("produce failed", extra={"partition": f"{topic}-{index}"})
         code, message = UnknownServerError.code, f"{type(exc).__name__}: {exc}"
@@ -76,5 +101,13 @@ def handle(broker: Broker, _header: RequestHeader, request: Any) -> Any | None:
         ]
         responses.append(_Topic(name=topic_data.name, partition_responses=partitions))
     if request.acks == 0:
+        failed = [p for t in responses for p in t.partition_responses if p.error_code]
+        if failed:
+            # With acks=0 there is no response to carry the error; Kafka closes the
+            # connection so that the producer notices.
+            raise CloseConnectionError(
+                f"acks=0 produce failed with error {failed[0].error_code}: "
+                f"{failed[0].error_message}"
+            )
         return None  # Kafka sends no response at all for acks=0
     return ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=[])
