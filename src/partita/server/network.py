@@ -92,7 +92,9 @@ class BrokerServer:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
-            raise
+            # Only stop() cancels a connection; finishing normally spares asyncio's
+            # stream callback a traceback about the cancelled task.
+            pass
         except Exception:
             log.exception("connection failed", extra={"peer": str(peer)})
         finally:
