@@ -104,7 +104,7 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, ApiSpec, Any]:
         )
     # Bytes after the body are ignored, as Kafka ignores them: librdkafka 2.16 sends
     # Metadata v12 requests with three of them.
-    missing = _null_violation(spec.request._struct._fields, body, header.api_version)
+    missing = _null_violation(_checked_fields(spec, header.api_version), body)
     if missing is not None:
         raise MalformedRequestError(
             f"{spec.key.name} v{header.api_version}: {missing} is null but may not be"
@@ -134,25 +134,47 @@ def encode_raw_response(correlation_id: int, body: bytes, *, header_tagged: bool
     return bytes(out)
 
 
-def _null_violation(fields: Any, obj: Any, version: int) -> str | None:
-    """The first field holding null where the schema forbids it (kafka-python's decoder
-    accepts a -1 length anywhere; Kafka's refuses it)."""
+_CheckedField = tuple[str, bool, tuple[Any, ...] | None, bool]
+_FIELD_CACHE: dict[tuple[int, int], tuple[_CheckedField, ...]] = {}
+
+
+def _checked_fields(spec: ApiSpec, version: int) -> tuple[_CheckedField, ...]:
+    """Per API version, once: (name, may be null, sub-fields, is an array) for each field
+    present in that version, so the per-request check is a plain walk."""
+    key = (int(spec.key), version)
+    cached = _FIELD_CACHE.get(key)
+    if cached is None:
+        cached = _compile_fields(spec.request._struct._fields, version)
+        _FIELD_CACHE[key] = cached
+    return cached
+
+
+def _compile_fields(fields: Any, version: int) -> tuple[_CheckedField, ...]:
+    out: list[_CheckedField] = []
     for f in fields:
         if not f.for_version_q(version) or f.tagged_field_q(version):
             continue
-        value = getattr(obj, f.name, None)
+        # kafka-python reads the all-zero UUID as None; on the wire it is 16 bytes.
+        nullable = bool(f.nullable_for_version_q(version)) or f.type_str == "uuid"
+        nested = None
+        if f.is_struct_array() or f.is_struct():
+            nested = _compile_fields(f._fields, version)
+        out.append((str(f.name), nullable, nested, bool(f.is_struct_array())))
+    return tuple(out)
+
+
+def _null_violation(fields: tuple[_CheckedField, ...], obj: Any) -> str | None:
+    """The first field holding null where the schema forbids it (kafka-python's decoder
+    accepts a -1 length anywhere; Kafka's refuses it)."""
+    for name, nullable, nested, is_array in fields:
+        value = getattr(obj, name, None)
         if value is None:
-            # kafka-python reads the all-zero UUID as None; on the wire it is 16 bytes.
-            if not f.nullable_for_version_q(version) and f.type_str != "uuid":
-                return str(f.name)
+            if not nullable:
+                return name
             continue
-        if f.is_struct_array():
-            for item in value:
-                found = _null_violation(f._fields, item, version)
+        if nested:
+            for item in value if is_array else (value,):
+                found = _null_violation(nested, item)
                 if found is not None:
-                    return f"{f.name}.{found}"
-        elif f.is_struct():
-            found = _null_violation(f._fields, value, version)
-            if found is not None:
-                return f"{f.name}.{found}"
+                    return f"{name}.{found}"
     return None

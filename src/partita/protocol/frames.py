@@ -33,9 +33,13 @@ class FrameDecoder:
         """
         if self._error is not None:
             raise self._error
-        self._buffer += data
+        if self._buffer:
+            self._buffer += data
+            buf: bytes | bytearray = self._buffer
+        else:
+            buf = data  # the common case: frames are cut straight from what was received
         frames: list[bytes] = []
-        buf = self._buffer
+        view = memoryview(buf)
         pos = 0
         while True:
             if self._needed is None:
@@ -49,11 +53,20 @@ class FrameDecoder:
                 pos += 4
             if len(buf) - pos < self._needed:
                 break
-            frames.append(bytes(buf[pos : pos + self._needed]))
-            pos += self._needed
+            end = pos + self._needed
+            frames.append(
+                buf
+                if (pos == 0 and end == len(buf) and isinstance(buf, bytes))
+                else bytes(view[pos:end])
+            )
+            pos = end
             self._needed = None
-        if pos:
-            del buf[:pos]
+        view.release()
+        if buf is self._buffer:
+            if pos:
+                del self._buffer[:pos]
+        else:
+            self._buffer += memoryview(buf)[pos:]
         if self._error is not None and not frames:
             raise self._error
         return frames

@@ -74,7 +74,7 @@ class BrokerServer:
                 for frame in decoder.feed(data):
                     chunks = await self._respond(frame, peer)
                     if chunks:
-                        writer.writelines(chunks)
+                        _write_chunks(writer, chunks)
                 await writer.drain()
                 decoder.feed(b"")  # raises a bad size prefix held back behind good frames
             if decoder.buffered:
@@ -139,3 +139,22 @@ class BrokerServer:
         size = 4 + (1 if flexible else 0) + sum(len(c) for c in chunks)
         prefix = _PREFIX.pack(size, header.correlation_id) + (b"\x00" if flexible else b"")
         return [prefix, *chunks]
+
+
+_LARGE_CHUNK = 64 * 1024
+
+
+def _write_chunks(writer: asyncio.StreamWriter, chunks: list[bytes]) -> None:
+    """Small chunks are joined into one write; large record sets are handed to the
+    transport as they are (Python 3.11's writelines would copy them into a join)."""
+    pending: list[bytes] = []
+    for chunk in chunks:
+        if len(chunk) >= _LARGE_CHUNK:
+            if pending:
+                writer.write(b"".join(pending))
+                pending.clear()
+            writer.write(chunk)
+        else:
+            pending.append(chunk)
+    if pending:
+        writer.write(b"".join(pending) if len(pending) > 1 else pending[0])

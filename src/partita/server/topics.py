@@ -68,6 +68,14 @@ class TopicManager:
                 "partition unavailable", extra={"partition": f"{topic}-{index}", "error": str(exc)}
             )
             return None
+        if (
+            partition_log.epochs.latest_epoch < state.leader_epoch
+            or not partition_log.epochs.entries
+        ):
+            # Record the leader epoch now, so that the first produce does not have to
+            # write the leader-epoch checkpoint on its way.
+            partition_log.epochs.assign(state.leader_epoch, partition_log.log_end_offset)
+            partition_log.epochs.flush()
         partition = Partition(topic, index, partition_log, state.leader_epoch, list(state.isr))
         partition.rebuild_producer_state()
         partition.advance_high_watermark()
