@@ -16,9 +16,15 @@ import pytest
 class BrokerProcess:
     """``partita broker`` in a subprocess; restartable on the same data dir and port."""
 
-    def __init__(self, data_dir: Path, settings: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        settings: dict[str, str] | None = None,
+        extra_args: list[str] | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.settings = dict(settings or {})
+        self.extra_args = list(extra_args or [])
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
@@ -44,6 +50,7 @@ class BrokerProcess:
         ]
         for key, value in self.settings.items():
             args += ["--set", f"{key}={value}"]
+        args += self.extra_args
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
         self.proc = subprocess.Popen(args, stdout=log, stderr=log)
         deadline = time.monotonic() + timeout
@@ -92,8 +99,13 @@ def broker_factory(tmp_path: Path) -> Iterator[type[BrokerProcess]]:
     made: list[BrokerProcess] = []
 
     class Factory(BrokerProcess):
-        def __init__(self, settings: dict[str, str] | None = None, name: str = "data") -> None:
-            super().__init__(tmp_path / name, settings)
+        def __init__(
+            self,
+            settings: dict[str, str] | None = None,
+            name: str = "data",
+            extra_args: list[str] | None = None,
+        ) -> None:
+            super().__init__(tmp_path / name, settings, extra_args)
             made.append(self)
 
     yield Factory
