@@ -1,0 +1,1 @@
+"""Consumer group partition assignors, speaking Kafka's standard consumer protocol."""
