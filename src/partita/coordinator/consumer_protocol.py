@@ -1,47 +1,27 @@
-"""The parts of Kafka's consumer protocol (ConsumerProtocolSubscription) the coordinator
-reads: which topics a member subscribes to. Everything else stays opaque bytes."""
+"""What the coordinator (and the CLI) read from consumer protocol bytes; unreadable
+metadata yields None or nothing instead of an error, as Kafka's coordinator does."""
 
 from __future__ import annotations
 
-import struct
+from partita.errors import CorruptRecordError
+from partita.protocol.consumer_protocol import decode_assignment, decode_subscription
 
 
 def subscription_topics(metadata: bytes) -> set[str] | None:
-    """Topics named in a subscription (any version: they all start the same way)."""
+    """Topics named in a subscription; None when the bytes cannot be read."""
     try:
-        pos = 2  # int16 version
-        (count,) = struct.unpack_from(">i", metadata, pos)
-        pos += 4
-        topics = set()
-        for _ in range(count):
-            (length,) = struct.unpack_from(">h", metadata, pos)
-            pos += 2
-            if length < 0 or pos + length > len(metadata):
-                return None
-            topics.add(metadata[pos : pos + length].decode("utf-8"))
-            pos += length
-        return topics
-    except (struct.error, UnicodeDecodeError):
+        return set(decode_subscription(metadata).topics)
+    except CorruptRecordError:
         return None
 
 
 def assignment_partitions(data: bytes) -> dict[str, list[int]]:
-    """The partitions of a ConsumerProtocolAssignment (empty if it cannot be read)."""
-    out: dict[str, list[int]] = {}
+    """The partitions of an assignment, by topic (empty if it cannot be read)."""
     try:
-        pos = 2
-        (topics,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        for _ in range(max(topics, 0)):
-            (length,) = struct.unpack_from(">h", data, pos)
-            pos += 2
-            topic = data[pos : pos + length].decode("utf-8")
-            pos += length
-            (count,) = struct.unpack_from(">i", data, pos)
-            pos += 4
-            partitions = list(struct.unpack_from(f">{max(count, 0)}i", data, pos))
-            pos += 4 * max(count, 0)
-            out[topic] = partitions
-    except (struct.error, UnicodeDecodeError):
+        partitions = decode_assignment(data).partitions
+    except CorruptRecordError:
         return {}
+    out: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        out.setdefault(topic, []).append(partition)
     return out
