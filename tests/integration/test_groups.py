@@ -261,9 +261,15 @@ def test_idle_member_takes_over_when_a_member_is_killed(fast_broker: BrokerProce
     for t in threads:
         t.start()
     try:
-        assert wait_for(
-            lambda: sorted(len(latest_assignment(e) or []) for e in events) == [0, 1, 1], 30
-        ), events
+        # Wait until the group has settled: one idle member and no new rebalance for 3 s.
+        def settled() -> bool:
+            if sorted(len(latest_assignment(e) or []) for e in events) != [0, 1, 1]:
+                return False
+            count = sum(len([x for x in e if "assigned" in x]) for e in events)
+            time.sleep(3)
+            return count == sum(len([x for x in e if "assigned" in x]) for e in events)
+
+        assert wait_for(settled, 45), events
         idle = next(i for i, e in enumerate(events) if not latest_assignment(e))
         victim = next(i for i, e in enumerate(events) if latest_assignment(e))
         lost = latest_assignment(events[victim])

@@ -127,3 +127,9 @@ def register(key: ApiKey, low: int, high: int) -> None:
     """Add an API to the advertised table (the group coordinator does this on import)."""
     request, response = _CLASSES[key]
     SUPPORTED[int(key)] = ApiSpec(key, low, high, request, response)
+
+
+def response_class_for_key(key: int) -> Any:
+    """The kafka-python response class of any API key (clients may use APIs the broker
+    side does not register)."""
+    return _CLASSES[key][1]

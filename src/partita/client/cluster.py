@@ -1,0 +1,113 @@
+"""What a client knows about the cluster: brokers, partition leaders, connections."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka.protocol.metadata import MetadataRequest
+
+from partita.client.connection import BrokerConnection
+from partita.errors import KafkaError
+
+
+class NoBrokersAvailableError(KafkaError):
+    code = -1
+    retriable = True
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    name: str
+    error_code: int
+    leaders: dict[int, int] = field(default_factory=dict)  # partition -> leader node
+
+    @property
+    def partitions(self) -> int:
+        return len(self.leaders)
+
+
+def parse_bootstrap(servers: str | list[str]) -> list[tuple[str, int]]:
+    items = servers.split(",") if isinstance(servers, str) else servers
+    out = []
+    for item in items:
+        host, _, port = item.strip().rpartition(":")
+        out.append((host or "127.0.0.1", int(port)))
+    return out
+
+
+class Cluster:
+    def __init__(self, bootstrap: str | list[str], client_id: str = "partita") -> None:
+        self.bootstrap = parse_bootstrap(bootstrap)
+        self.client_id = client_id
+        self.brokers: dict[int, tuple[str, int]] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self._connections: dict[int, BrokerConnection] = {}
+        self._bootstrap_connection: BrokerConnection | None = None
+
+    async def any_connection(self) -> BrokerConnection:
+        if self.brokers:
+            return await self.connection(random.choice(list(self.brokers)))
+        if self._bootstrap_connection is not None and not self._bootstrap_connection.closed:
+            return self._bootstrap_connection
+        errors = []
+        for host, port in self.bootstrap:
+            connection = BrokerConnection(host, port, self.client_id)
+            try:
+                await connection.connect()
+            except OSError as exc:
+                errors.append(f"{host}:{port}: {exc.strerror or exc}")
+                continue
+            self._bootstrap_connection = connection
+            return connection
+        raise NoBrokersAvailableError("cannot reach any bootstrap server: " + "; ".join(errors))
+
+    async def connection(self, node_id: int) -> BrokerConnection:
+        existing = self._connections.get(node_id)
+        if existing is not None and not existing.closed:
+            return existing
+        host, port = self.brokers[node_id]
+        connection = BrokerConnection(host, port, self.client_id)
+        await connection.connect()
+        self._connections[node_id] = connection
+        return connection
+
+    async def refresh(self, topics: list[str] | None, *, auto_create: bool = True) -> None:
+        connection = await self.any_connection()
+        request = MetadataRequest(
+            version=12,
+            topics=None
+            if topics is None
+            else [MetadataRequest.MetadataRequestTopic(topic_id=None, name=t) for t in topics],
+            allow_auto_topic_creation=auto_create,
+            include_topic_authorized_operations=False,
+        )
+        response: Any = await connection.request(request)
+        self.brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+        for topic in response.topics:
+            info = TopicInfo(
+                topic.name,
+                topic.error_code,
+                {p.partition_index: p.leader_id for p in topic.partitions},
+            )
+            self.topics[topic.name] = info
+
+    async def topic(self, name: str, *, auto_create: bool = True) -> TopicInfo:
+        info = self.topics.get(name)
+        if info is None or info.error_code or not info.partitions:
+            await self.refresh([name], auto_create=auto_create)
+            info = self.topics.get(name)
+        if info is None or info.error_code:
+            code = info.error_code if info else 3
+            raise KafkaError(f"topic {name!r} is not available (error {code})")
+        return info
+
+    async def close(self) -> None:
+        connections = list(self._connections.values())
+        if self._bootstrap_connection is not None:
+            connections.append(self._bootstrap_connection)
+        await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
+        self._connections.clear()
+        self._bootstrap_connection = None

@@ -1,0 +1,344 @@
+"""partita's asyncio producer: partitioning, batching by ``linger.ms`` / ``batch.size``,
+compression, acks 0/1/all, and idempotent retries (on by default, as in the Java client).
+
+Records are encoded into v2 batches by aiokafka's compiled batch builder; each partition
+has at most one batch in flight, so a retry can never reorder records, and the broker's
+sequence check turns a retried batch that already landed into a duplicate acknowledgement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+
+from partita.client.cluster import Cluster
+from partita.client.partitioners import Partitioner, choose_partition, load_partitioner
+from partita.errors import KafkaError
+from partita.protocol.compression import Compression
+
+log = logging.getLogger(__name__)
+
+_RETRIABLE = {-1, 2, 3, 5, 6, 7, 15, 16, 19, 20, 56}  # network, leadership, timeouts, storage
+DUPLICATE_SEQUENCE = 46
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class ProduceError(KafkaError):
+    """A record could not be delivered; ``code`` is Kafka's error code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(slots=True)
+class _Batch:
+    topic: str
+    partition: int
+    builder: Any
+    created: float
+    futures: list[tuple[asyncio.Future[RecordMetadata], int]] = field(default_factory=list)
+    encoded: bytes | None = None
+    attempts: int = 0
+
+    @property
+    def count(self) -> int:
+        return len(self.futures)
+
+
+def _acks(value: int | str) -> int:
+    if value in ("all", "-1", -1):
+        return -1
+    number = int(value)
+    if number not in (0, 1):
+        raise ValueError(f"acks must be 0, 1 or all, not {value!r}")
+    return number
+
+
+class AsyncProducer:
+    def __init__(
+        self,
+        bootstrap_servers: str | list[str] = "127.0.0.1:9092",
+        *,
+        acks: int | str = "all",
+        linger_ms: float = 5,
+        batch_size: int = 16384,
+        compression_type: str = "none",
+        partitioner: Any = None,
+        enable_idempotence: bool = True,
+        retries: int = 2**31 - 1,
+        retry_backoff_ms: int = 100,
+        delivery_timeout_ms: int = 120_000,
+        client_id: str = "partita-producer",
+    ) -> None:
+        self.acks = _acks(acks)
+        self.linger = linger_ms / 1000
+        self.batch_size = batch_size
+        self.compression = Compression.from_name(compression_type)
+        self.partitioner: Partitioner = load_partitioner(partitioner)
+        self.idempotent = enable_idempotence and self.acks == -1
+        self.retries = retries
+        self.retry_backoff = retry_backoff_ms / 1000
+        self.delivery_timeout = delivery_timeout_ms / 1000
+        self.cluster = Cluster(bootstrap_servers, client_id)
+        self.producer_id, self.producer_epoch = -1, -1
+        self._open: dict[tuple[str, int], _Batch] = {}
+        self._ready: list[_Batch] = []
+        self._in_flight: set[tuple[str, int]] = set()
+        self._sequences: dict[tuple[str, int], int] = {}
+        self._partition_counts: dict[str, int] = {}
+        self._wake = asyncio.Event()
+        self._sender: asyncio.Task[None] | None = None
+        self._outstanding: set[asyncio.Future[RecordMetadata]] = set()
+        self._closed = False
+
+    async def start(self) -> None:
+        await self.cluster.refresh([])
+        if self.idempotent:
+            connection = await self.cluster.any_connection()
+            response = await connection.request(
+                InitProducerIdRequest(
+                    version=4,
+                    transactional_id=None,
+                    transaction_timeout_ms=60_000,
+                    producer_id=-1,
+                    producer_epoch=-1,
+                )
+            )
+            if response.error_code:
+                raise ProduceError(response.error_code, "InitProducerId failed")
+            self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
+        self._sender = asyncio.create_task(self._send_forever())
+
+    async def __aenter__(self) -> AsyncProducer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.stop()
+
+    # -- accepting records ---------------------------------------------------------
+
+    async def send(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        *,
+        partition: int | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+        timestamp_ms: int | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Queue a record; the returned future resolves when the broker acknowledged it."""
+        if self._closed:
+            raise RuntimeError("the producer is closed")
+        count = await self._partition_count(topic)
+        chosen = choose_partition(self.partitioner, topic, key, value, count, partition)
+        timestamp = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
+        batch = self._batch_for(topic, chosen)
+        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        metadata = batch.builder.append(
+            batch.count, timestamp=timestamp, key=key, value=value, headers=headers or []
+        )
+        if metadata is None:  # the batch is full: close it and start the next one
+            self._close_batch(batch)
+            batch = self._batch_for(topic, chosen)
+            metadata = batch.builder.append(
+                0, timestamp=timestamp, key=key, value=value, headers=headers or []
+            )
+        batch.futures.append((future, timestamp))
+        self._outstanding.add(future)
+        future.add_done_callback(self._outstanding.discard)
+        self.partitioner.on_append(topic, chosen, metadata.size, count)
+        if batch.builder.size() >= self.batch_size:
+            self._close_batch(batch)
+        return future
+
+    async def _partition_count(self, topic: str) -> int:
+        info = await self.cluster.topic(topic)
+        previous = self._partition_counts.get(topic)
+        if previous is not None and info.partitions > previous:
+            log.warning(
+                "topic grew: keyed records now hash to different partitions",
+                extra={"topic": topic, "from": previous, "to": info.partitions},
+            )
+        self._partition_counts[topic] = info.partitions
+        return info.partitions
+
+    def _batch_for(self, topic: str, partition: int) -> _Batch:
+        batch = self._open.get((topic, partition))
+        if batch is None:
+            builder = DefaultRecordBatchBuilder(
+                magic=2,
+                compression_type=int(self.compression),
+                is_transactional=0,
+                producer_id=-1,
+                producer_epoch=-1,
+                base_sequence=-1,
+                batch_size=self.batch_size,
+            )
+            batch = _Batch(topic, partition, builder, time.monotonic())
+            self._open[(topic, partition)] = batch
+            self._wake.set()
+        return batch
+
+    def _close_batch(self, batch: _Batch) -> None:
+        if self._open.get((batch.topic, batch.partition)) is batch:
+            del self._open[(batch.topic, batch.partition)]
+        if self.idempotent:
+            key = (batch.topic, batch.partition)
+            sequence = self._sequences.get(key, 0)
+            batch.builder.set_producer_state(self.producer_id, self.producer_epoch, sequence)
+            self._sequences[key] = (sequence + batch.count) & 0x7FFFFFFF
+        batch.encoded = bytes(batch.builder.build())
+        self._ready.append(batch)
+        self._wake.set()
+
+    # -- sending -------------------------------------------------------------------
+
+    async def _send_forever(self) -> None:
+        while True:
+            await self._wait_for_work()
+            now = time.monotonic()
+            for batch in list(self._open.values()):
+                if now - batch.created >= self.linger:
+                    self._close_batch(batch)
+            # One batch per partition at a time, oldest first: retries cannot reorder.
+            sendable: list[_Batch] = []
+            chosen: set[tuple[str, int]] = set()
+            for b in self._ready:
+                key = (b.topic, b.partition)
+                if key not in self._in_flight and key not in chosen:
+                    chosen.add(key)
+                    sendable.append(b)
+            if not sendable:
+                continue
+            for b in sendable:
+                self._ready.remove(b)
+                self._in_flight.add((b.topic, b.partition))
+            by_leader: dict[int, list[_Batch]] = {}
+            for b in sendable:
+                info = self.cluster.topics.get(b.topic)
+                leader = info.leaders.get(b.partition, -1) if info else -1
+                by_leader.setdefault(leader, []).append(b)
+            for leader, batches in by_leader.items():
+                task = asyncio.create_task(self._produce(leader, batches))
+                task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+
+    async def _wait_for_work(self) -> None:
+        timeout = None
+        if self._open:
+            oldest = min(b.created for b in self._open.values())
+            timeout = max(0.0, oldest + self.linger - time.monotonic())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout)
+        self._wake.clear()
+
+    async def _produce(self, leader: int, batches: list[_Batch]) -> None:
+        by_topic: dict[str, list[_Batch]] = {}
+        for b in batches:
+            by_topic.setdefault(b.topic, []).append(b)
+        request = ProduceRequest(
+            version=9,
+            transactional_id=None,
+            acks=self.acks,
+            timeout_ms=30_000,
+            topic_data=[
+                ProduceRequest.TopicProduceData(
+                    name=topic,
+                    partition_data=[
+                        ProduceRequest.TopicProduceData.PartitionProduceData(
+                            index=b.partition, records=b.encoded
+                        )
+                        for b in group
+                    ],
+                )
+                for topic, group in by_topic.items()
+            ],
+        )
+        try:
+            connection = await self.cluster.connection(leader)
+            response = await connection.request(request, expect_response=self.acks != 0)
+        except Exception as exc:  # the connection failed: every batch is retried
+            for b in batches:
+                await self._retry_or_fail(b, -1, str(exc))
+            return
+        if response is None:  # acks=0
+            for b in batches:
+                self._complete(b, -1)
+            return
+        results = {(t.name, p.index): p for t in response.responses for p in t.partition_responses}
+        for b in batches:
+            result = results.get((b.topic, b.partition))
+            if result is None:
+                await self._retry_or_fail(b, -1, "no answer for this partition")
+            elif result.error_code in (0, DUPLICATE_SEQUENCE):
+                self._complete(b, result.base_offset, result.log_append_time_ms)
+            else:
+                await self._retry_or_fail(b, result.error_code, result.error_message or "")
+
+    def _complete(self, batch: _Batch, base_offset: int, log_append_time: int = -1) -> None:
+        self._in_flight.discard((batch.topic, batch.partition))
+        for i, (future, timestamp) in enumerate(batch.futures):
+            if not future.done():
+                offset = base_offset + i if base_offset >= 0 else -1
+                ts = log_append_time if log_append_time >= 0 else timestamp
+                future.set_result(RecordMetadata(batch.topic, batch.partition, offset, ts))
+        self._wake.set()
+
+    async def _retry_or_fail(self, batch: _Batch, code: int, message: str) -> None:
+        batch.attempts += 1
+        expired = time.monotonic() - batch.created > self.delivery_timeout
+        if code in _RETRIABLE and batch.attempts <= self.retries and not expired:
+            log.debug(
+                "retrying batch",
+                extra={"topic": batch.topic, "partition": batch.partition, "error": code},
+            )
+            await asyncio.sleep(self.retry_backoff)
+            with contextlib.suppress(Exception):
+                await self.cluster.refresh([batch.topic])
+            self._in_flight.discard((batch.topic, batch.partition))
+            self._ready.insert(0, batch)  # same bytes, same sequence: order is kept
+            self._wake.set()
+            return
+        self._in_flight.discard((batch.topic, batch.partition))
+        error = ProduceError(code, f"{batch.topic}-{batch.partition}: {message or code}")
+        for future, _ts in batch.futures:
+            if not future.done():
+                future.set_exception(error)
+        self._wake.set()
+
+    # -- finishing -----------------------------------------------------------------
+
+    async def flush(self) -> None:
+        """Send everything queued and wait until each record is acknowledged or failed."""
+        for batch in list(self._open.values()):
+            self._close_batch(batch)
+        pending = list(self._outstanding)
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def stop(self) -> None:
+        if self._closed:
+            return
+        await self.flush()
+        self._closed = True
+        if self._sender is not None:
+            self._sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sender
+        await self.cluster.close()
