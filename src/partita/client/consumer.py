@@ -1,0 +1,328 @@
+"""partita's asyncio consumer, assign mode: positions, fetch, seek, offsets by time.
+
+Fetch responses are split into batches by their headers and decoded with aiokafka's
+compiled record reader; records below the requested position (a batch may start earlier)
+are skipped, and a partial batch at the end of a response is left for the next fetch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka.record.default_records import DefaultRecordBatch
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+
+from partita.client.cluster import Cluster
+from partita.errors import KafkaError, OffsetOutOfRangeError
+from partita.protocol.record_batch import LOG_OVERHEAD, read_prefix
+
+TopicPartition = tuple[str, int]
+EARLIEST, LATEST = -2, -1
+OFFSET_OUT_OF_RANGE = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRecord:
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+@dataclass(slots=True)
+class _PartitionState:
+    position: int | None = None
+    paused: bool = False
+    high_watermark: int = -1
+
+
+@dataclass(slots=True)
+class _Fetched:
+    records: deque[ConsumerRecord] = field(default_factory=deque)
+
+
+def split_batches(data: bytes) -> list[memoryview]:
+    """Whole v2 batches in a fetched record set; a partial last one is dropped."""
+    view = memoryview(data)
+    out: list[memoryview] = []
+    pos = 0
+    while len(view) - pos >= LOG_OVERHEAD:
+        _base, length = read_prefix(view, pos)
+        end = pos + LOG_OVERHEAD + length
+        if length <= 0 or end > len(view):
+            break
+        out.append(view[pos:end])
+        pos = end
+    return out
+
+
+class AsyncConsumer:
+    def __init__(
+        self,
+        bootstrap_servers: str | list[str] = "127.0.0.1:9092",
+        *,
+        auto_offset_reset: str = "latest",
+        fetch_max_wait_ms: int = 500,
+        fetch_min_bytes: int = 1,
+        fetch_max_bytes: int = 50 * 1024 * 1024,
+        max_partition_fetch_bytes: int = 1024 * 1024,
+        isolation_level: str = "read_uncommitted",
+        client_id: str = "partita-consumer",
+    ) -> None:
+        if auto_offset_reset not in ("earliest", "latest", "none"):
+            raise ValueError("auto_offset_reset must be earliest, latest or none")
+        self.auto_offset_reset = auto_offset_reset
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.fetch_min_bytes = fetch_min_bytes
+        self.fetch_max_bytes = fetch_max_bytes
+        self.max_partition_fetch_bytes = max_partition_fetch_bytes
+        self.isolation = 1 if isolation_level == "read_committed" else 0
+        self.cluster = Cluster(bootstrap_servers, client_id)
+        self._partitions: dict[TopicPartition, _PartitionState] = {}
+        self._buffer: deque[ConsumerRecord] = deque()
+
+    async def start(self) -> None:
+        await self.cluster.refresh([])
+
+    async def stop(self) -> None:
+        await self.cluster.close()
+
+    async def __aenter__(self) -> AsyncConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.stop()
+
+    # -- assignment and positions ------------------------------------------------
+
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        kept = {tp: self._partitions.get(tp, _PartitionState()) for tp in partitions}
+        self._partitions = kept
+        self._buffer = deque(r for r in self._buffer if (r.topic, r.partition) in kept)
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._partitions)
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._partitions[tp].position = offset
+        self._drop_buffered(tp)
+
+    async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        await self._reset(list(partitions) or list(self._partitions), EARLIEST)
+
+    async def seek_to_end(self, *partitions: TopicPartition) -> None:
+        await self._reset(list(partitions) or list(self._partitions), LATEST)
+
+    async def position(self, tp: TopicPartition) -> int:
+        state = self._partitions[tp]
+        if state.position is None:
+            await self._reset_to_policy([tp])
+        assert state.position is not None
+        return state.position
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        for tp in partitions:
+            self._partitions[tp].paused = True
+            self._drop_buffered(tp)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        for tp in partitions:
+            self._partitions[tp].paused = False
+
+    def paused(self) -> set[TopicPartition]:
+        return {tp for tp, s in self._partitions.items() if s.paused}
+
+    def _drop_buffered(self, tp: TopicPartition) -> None:
+        self._buffer = deque(r for r in self._buffer if (r.topic, r.partition) != tp)
+
+    # -- offset lookups ----------------------------------------------------------
+
+    async def list_offsets(
+        self, specs: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """ListOffsets: timestamp, or -2 earliest, -1 latest, -3 max timestamp, per
+        partition; returns (offset, timestamp), offset -1 when nothing qualifies."""
+        by_leader: dict[int, dict[str, list[tuple[int, int]]]] = {}
+        for (topic, partition), timestamp in specs.items():
+            info = await self.cluster.topic(topic, auto_create=False)
+            leader = info.leaders.get(partition, -1)
+            by_leader.setdefault(leader, {}).setdefault(topic, []).append((partition, timestamp))
+        result: dict[TopicPartition, tuple[int, int]] = {}
+        for leader, topics in by_leader.items():
+            connection = await self.cluster.connection(leader)
+            request = ListOffsetsRequest(
+                version=7,
+                replica_id=-1,
+                isolation_level=self.isolation,
+                topics=[
+                    ListOffsetsRequest.ListOffsetsTopic(
+                        name=t,
+                        partitions=[
+                            ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                                partition_index=p, current_leader_epoch=-1, timestamp=ts
+                            )
+                            for p, ts in parts
+                        ],
+                    )
+                    for t, parts in topics.items()
+                ],
+            )
+            response = await connection.request(request)
+            for topic in response.topics:
+                for p in topic.partitions:
+                    if p.error_code:
+                        raise KafkaError(
+                            f"list offsets for {topic.name}-{p.partition_index} "
+                            f"failed with error {p.error_code}"
+                        )
+                    result[(topic.name, p.partition_index)] = (p.offset, p.timestamp)
+        return result
+
+    async def offsets_for_times(
+        self, times: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, tuple[int, int] | None]:
+        found = await self.list_offsets(times)
+        return {tp: (v if v[0] >= 0 else None) for tp, v in found.items()}
+
+    async def beginning_offsets(
+        self, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        return {
+            tp: v[0]
+            for tp, v in (await self.list_offsets(dict.fromkeys(partitions, EARLIEST))).items()
+        }
+
+    async def end_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return {
+            tp: v[0]
+            for tp, v in (await self.list_offsets(dict.fromkeys(partitions, LATEST))).items()
+        }
+
+    async def _reset(self, partitions: list[TopicPartition], spec: int) -> None:
+        found = await self.list_offsets(dict.fromkeys(partitions, spec))
+        for tp, (offset, _ts) in found.items():
+            self._partitions[tp].position = offset
+            self._drop_buffered(tp)
+
+    async def _reset_to_policy(self, partitions: list[TopicPartition]) -> None:
+        if self.auto_offset_reset == "none":
+            raise OffsetOutOfRangeError(f"no position for {partitions} and auto_offset_reset=none")
+        await self._reset(partitions, EARLIEST if self.auto_offset_reset == "earliest" else LATEST)
+
+    # -- fetching ----------------------------------------------------------------
+
+    async def getmany(
+        self, timeout_ms: int = 1000, max_records: int = 10_000
+    ) -> list[ConsumerRecord]:
+        """Up to ``max_records`` records, waiting at most ``timeout_ms`` for some."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        while not self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self._partitions:
+                if not self._partitions and remaining > 0:
+                    await asyncio.sleep(remaining)
+                return []
+            await self._fetch_once(min(remaining, self.fetch_max_wait_ms / 1000))
+        out: list[ConsumerRecord] = []
+        while self._buffer and len(out) < max_records:
+            out.append(self._buffer.popleft())
+        return out
+
+    async def _fetch_once(self, wait: float) -> None:
+        active = [tp for tp, s in self._partitions.items() if not s.paused]
+        missing = [tp for tp in active if self._partitions[tp].position is None]
+        if missing:
+            await self._reset_to_policy(missing)
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for tp in active:
+            info = await self.cluster.topic(tp[0], auto_create=False)
+            by_leader.setdefault(info.leaders.get(tp[1], -1), []).append(tp)
+        if not by_leader:
+            await asyncio.sleep(wait)
+            return
+        await asyncio.gather(
+            *(self._fetch_from(leader, tps, wait) for leader, tps in by_leader.items())
+        )
+
+    async def _fetch_from(self, leader: int, partitions: list[TopicPartition], wait: float) -> None:
+        topics: dict[str, list[Any]] = {}
+        for topic, partition in partitions:
+            position = self._partitions[(topic, partition)].position
+            topics.setdefault(topic, []).append(
+                FetchRequest.FetchTopic.FetchPartition(
+                    partition=partition,
+                    current_leader_epoch=-1,
+                    fetch_offset=position,
+                    last_fetched_epoch=-1,
+                    log_start_offset=-1,
+                    partition_max_bytes=self.max_partition_fetch_bytes,
+                )
+            )
+        request = FetchRequest(
+            version=11,
+            replica_id=-1,
+            max_wait_ms=int(wait * 1000),
+            min_bytes=self.fetch_min_bytes,
+            max_bytes=self.fetch_max_bytes,
+            isolation_level=self.isolation,
+            session_id=0,
+            session_epoch=-1,
+            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        connection = await self.cluster.connection(leader)
+        response = await connection.request(request)
+        for topic in response.responses:
+            for p in topic.partitions:
+                tp = (topic.topic, p.partition_index)
+                state = self._partitions.get(tp)
+                if state is None or state.paused:
+                    continue
+                if p.error_code == OFFSET_OUT_OF_RANGE:
+                    state.position = None
+                    continue
+                if p.error_code:
+                    with contextlib.suppress(Exception):
+                        await self.cluster.refresh([topic.topic])
+                    continue
+                state.high_watermark = p.high_watermark
+                self._absorb(tp, state, p.records or b"")
+
+    def _absorb(self, tp: TopicPartition, state: _PartitionState, data: bytes) -> None:
+        position = state.position or 0
+        for raw in split_batches(data):
+            batch = DefaultRecordBatch(bytearray(raw))
+            if batch.is_control_batch:
+                position = max(position, batch.next_offset)
+                continue
+            for record in batch:
+                if record.offset < position:
+                    continue
+                self._buffer.append(
+                    ConsumerRecord(
+                        tp[0],
+                        tp[1],
+                        record.offset,
+                        record.timestamp,
+                        record.timestamp_type,
+                        record.key,
+                        record.value,
+                        list(record.headers),
+                    )
+                )
+            position = max(position, batch.next_offset)
+        state.position = position
+
+    def highwater(self, tp: TopicPartition) -> int:
+        return self._partitions[tp].high_watermark

@@ -1,0 +1,76 @@
+"""partita's consumer (assign mode) against a real broker."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from partita.client.consumer import AsyncConsumer
+from tests.integration.clients import create_topic, produce
+from tests.integration.conftest import BrokerProcess
+
+
+def test_assign_seek_pause_and_offsets_for_times(broker: BrokerProcess) -> None:
+    create_topic(broker.bootstrap, "cons", partitions=2)
+    base = int(time.time() * 1000) - 10_000
+    produce(
+        broker.bootstrap,
+        "cons",
+        [
+            {
+                "value": b"%d" % i,
+                "key": b"k",
+                "partition": i % 2,
+                "timestamp": base + i,
+                "headers": [("i", b"%d" % i)],
+            }
+            for i in range(200)
+        ],
+        **{"compression.type": "zstd"},
+    )
+
+    async def run() -> None:
+        async with AsyncConsumer(broker.bootstrap, auto_offset_reset="earliest") as consumer:
+            consumer.assign([("cons", 0), ("cons", 1)])
+            seen: dict[int, list[int]] = {0: [], 1: []}
+            deadline = time.monotonic() + 20
+            while sum(map(len, seen.values())) < 200 and time.monotonic() < deadline:
+                for r in await consumer.getmany(500):
+                    seen[r.partition].append(r.offset)
+                    assert r.value == b"%d" % (r.offset * 2 + r.partition)
+                    assert r.headers == [("i", r.value)]
+                    assert r.timestamp == base + int(r.value)
+            assert seen == {0: list(range(100)), 1: list(range(100))}
+            assert await consumer.position(("cons", 0)) == 100
+            consumer.seek(("cons", 0), 90)
+            consumer.pause(("cons", 1))
+            batch = await consumer.getmany(2000)
+            assert [r.offset for r in batch] == list(range(90, 100))
+            assert {r.partition for r in batch} == {0}
+            found = await consumer.offsets_for_times({("cons", 1): base + 51})
+            assert found[("cons", 1)] == (25, base + 51)
+            assert (await consumer.offsets_for_times({("cons", 1): base + 10**6}))[
+                ("cons", 1)
+            ] is None
+            assert await consumer.end_offsets([("cons", 0)]) == {("cons", 0): 100}
+            await consumer.seek_to_beginning(("cons", 1))
+            consumer.resume(("cons", 1))
+            again = await consumer.getmany(2000)
+            assert again[0].partition == 1 and again[0].offset == 0
+
+    asyncio.run(run())
+
+
+def test_latest_reset_sees_only_new_records(broker: BrokerProcess) -> None:
+    create_topic(broker.bootstrap, "tail")
+    produce(broker.bootstrap, "tail", [{"value": b"old", "partition": 0}] * 5)
+
+    async def run() -> list[bytes | None]:
+        async with AsyncConsumer(broker.bootstrap, auto_offset_reset="latest") as consumer:
+            consumer.assign([("tail", 0)])
+            assert await consumer.position(("tail", 0)) == 5
+            produce(broker.bootstrap, "tail", [{"value": b"new", "partition": 0}])
+            records = await consumer.getmany(5000)
+            return [r.value for r in records]
+
+    assert asyncio.run(run()) == [b"new"]
