@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from partita import __version__, logs
-from partita.cli import broker_cmd, demo, group_cmd, log_tools
+from partita.cli import broker_cmd, demo, group_cmd, log_tools, produce_consume, topic_cmd
 
 app = typer.Typer(
     name="partita",
@@ -20,6 +20,9 @@ app = typer.Typer(
 )
 app.add_typer(log_tools.app, name="log")
 app.add_typer(group_cmd.app, name="group")
+app.add_typer(topic_cmd.app, name="topic")
+app.command(name="produce")(produce_consume.produce)
+app.command(name="consume")(produce_consume.consume)
 app.command(name="demo")(demo.run)
 app.command(name="broker")(broker_cmd.run)
 

@@ -1,0 +1,139 @@
+"""``partita topic``: create, list, describe, alter, delete topics, add partitions."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import typer
+from rich.table import Table
+
+from partita.cli.common import bootstrap_option, console, fail
+from partita.client.admin import AdminError, AsyncAdmin
+
+app = typer.Typer(
+    help="Topics: create, list, describe, alter, delete; add partitions.", no_args_is_help=True
+)
+T = TypeVar("T")
+
+SOURCES = {1: "topic", 4: "broker", 5: "default"}
+
+
+def run_admin(bootstrap: str, action: Callable[[AsyncAdmin], Awaitable[T]]) -> T:
+    async def go() -> T:
+        async with AsyncAdmin(bootstrap) as admin:
+            return await action(admin)
+
+    try:
+        return asyncio.run(go())
+    except AdminError as exc:
+        raise fail(exc.message) from None
+    except Exception as exc:
+        raise fail(f"{type(exc).__name__}: {exc}") from None
+
+
+def _parse_configs(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise fail(f"--config expects key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+@app.command()
+def create(
+    topic: str = typer.Argument(..., help="Topic name."),
+    partitions: int = typer.Option(-1, "-p", "--partitions", help="Default: num.partitions."),
+    replicas: int = typer.Option(-1, "-r", "--replicas", help="Default: broker setting."),
+    config: list[str] = typer.Option([], "-c", "--config", help="key=value, repeatable."),
+    bootstrap: str = bootstrap_option(),
+) -> None:
+    """Create a topic. Example: partita topic create orders -p 6 -c retention.ms=86400000"""
+    configs = _parse_configs(config)
+    run_admin(bootstrap, lambda a: a.create_topic(topic, partitions, replicas, configs))
+    console.print(f"created topic {topic}")
+
+
+@app.command("list")
+def list_topics(bootstrap: str = bootstrap_option()) -> None:
+    """List topics with their partition counts."""
+    topics = run_admin(bootstrap, lambda a: a.describe_topics())
+    table = Table(title="topics")
+    for column in ("topic", "partitions", "internal"):
+        table.add_column(column)
+    for t in topics:
+        table.add_row(t.name, str(len(t.partitions)), "yes" if t.internal else "")
+    console.print(table)
+
+
+@app.command()
+def describe(topic: str = typer.Argument(...), bootstrap: str = bootstrap_option()) -> None:
+    """Each partition's leader, replicas and in-sync replicas, and the topic's configs."""
+
+    async def both(a: AsyncAdmin) -> tuple[Any, Any]:
+        return (await a.describe_topics([topic]))[0], await a.describe_configs(topic)
+
+    description, configs = run_admin(bootstrap, both)
+    console.print(
+        f"topic [bold]{topic}[/bold]  id {description.topic_id}  "
+        f"{len(description.partitions)} partitions"
+    )
+    table = Table()
+    for column in ("partition", "leader", "epoch", "replicas", "in-sync replicas"):
+        table.add_column(column)
+    for p in description.partitions:
+        table.add_row(
+            str(p.partition),
+            str(p.leader),
+            str(p.leader_epoch),
+            ",".join(map(str, p.replicas)),
+            ",".join(map(str, p.isr)),
+        )
+    console.print(table)
+    overrides = Table(title="configs (non-default)")
+    overrides.add_column("name")
+    overrides.add_column("value")
+    overrides.add_column("source")
+    for name, (value, source) in sorted(configs.items()):
+        if source != 5:
+            overrides.add_row(name, value or "", SOURCES.get(source, str(source)))
+    console.print(overrides)
+
+
+@app.command()
+def alter(
+    topic: str = typer.Argument(...),
+    set_: list[str] = typer.Option([], "--set", help="key=value to set, repeatable."),
+    delete: list[str] = typer.Option([], "--delete", help="Config to reset to its default."),
+    bootstrap: str = bootstrap_option(),
+) -> None:
+    """Change topic configs. Example: partita topic alter orders --set retention.ms=3600000"""
+    if not set_ and not delete:
+        raise fail("nothing to change: give --set key=value or --delete key")
+    changes = _parse_configs(set_)
+    run_admin(bootstrap, lambda a: a.alter_configs(topic, changes, delete))
+    console.print(f"updated topic {topic}")
+
+
+@app.command("add-partitions")
+def add_partitions(
+    topic: str = typer.Argument(...),
+    total: int = typer.Option(..., "--total", help="The new partition count (more than now)."),
+    bootstrap: str = bootstrap_option(),
+) -> None:
+    """Grow a topic. Keyed records hash over the partition count, so keys move."""
+    run_admin(bootstrap, lambda a: a.add_partitions(topic, total))
+    console.print(
+        f"topic {topic} now has {total} partitions. [yellow]Note:[/yellow] keyed "
+        "records now map to different partitions than before."
+    )
+
+
+@app.command()
+def delete(topic: str = typer.Argument(...), bootstrap: str = bootstrap_option()) -> None:
+    """Delete a topic and all its data."""
+    run_admin(bootstrap, lambda a: a.delete_topic(topic))
+    console.print(f"deleted topic {topic}")

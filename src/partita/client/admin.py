@@ -1,0 +1,224 @@
+"""partita's asyncio admin client: topics, partitions, configs, records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteRecordsRequest,
+    DeleteTopicsRequest,
+    DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
+)
+from kafka.protocol.metadata import MetadataRequest
+
+from partita.client.cluster import Cluster
+from partita.errors import KafkaError
+
+TOPIC_RESOURCE = 2
+OP_SET, OP_DELETE = 0, 1
+
+
+class AdminError(KafkaError):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDescription:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    error_code: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    name: str
+    topic_id: str
+    internal: bool
+    partitions: list[PartitionDescription]
+
+
+def _check(code: int, message: str | None, what: str) -> None:
+    if code:
+        raise AdminError(code, f"{what}: {message or f'error {code}'}")
+
+
+class AsyncAdmin:
+    def __init__(
+        self,
+        bootstrap_servers: str | list[str] = "127.0.0.1:9092",
+        client_id: str = "partita-admin",
+    ) -> None:
+        self.cluster = Cluster(bootstrap_servers, client_id)
+
+    async def start(self) -> None:
+        await self.cluster.refresh([])
+
+    async def stop(self) -> None:
+        await self.cluster.close()
+
+    async def __aenter__(self) -> AsyncAdmin:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.stop()
+
+    async def _request(self, message: Any) -> Any:
+        connection = await self.cluster.any_connection()
+        return await connection.request(message)
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int = -1,
+        replication: int = -1,
+        configs: dict[str, str] | None = None,
+    ) -> None:
+        topic = CreateTopicsRequest.CreatableTopic(
+            name=name,
+            num_partitions=partitions,
+            replication_factor=replication,
+            assignments=[],
+            configs=[
+                CreateTopicsRequest.CreatableTopic.CreatableTopicConfig(name=k, value=v)
+                for k, v in (configs or {}).items()
+            ],
+        )
+        response = await self._request(
+            CreateTopicsRequest(version=7, topics=[topic], timeout_ms=30_000, validate_only=False)
+        )
+        result = response.topics[0]
+        _check(result.error_code, result.error_message, f"cannot create topic {name!r}")
+
+    async def delete_topic(self, name: str) -> None:
+        response = await self._request(
+            DeleteTopicsRequest(
+                version=6,
+                topics=[DeleteTopicsRequest.DeleteTopicState(name=name, topic_id=None)],
+                timeout_ms=30_000,
+            )
+        )
+        result = response.responses[0]
+        _check(result.error_code, result.error_message, f"cannot delete topic {name!r}")
+
+    async def describe_topics(self, names: list[str] | None = None) -> list[TopicDescription]:
+        response = await self._request(
+            MetadataRequest(
+                version=12,
+                topics=None
+                if names is None
+                else [MetadataRequest.MetadataRequestTopic(topic_id=None, name=n) for n in names],
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            )
+        )
+        out = []
+        for t in response.topics:
+            _check(t.error_code, None, f"topic {t.name!r}")
+            out.append(
+                TopicDescription(
+                    t.name,
+                    str(t.topic_id),
+                    bool(t.is_internal),
+                    [
+                        PartitionDescription(
+                            p.partition_index,
+                            p.leader_id,
+                            p.leader_epoch,
+                            list(p.replica_nodes),
+                            list(p.isr_nodes),
+                            p.error_code,
+                        )
+                        for p in sorted(t.partitions, key=lambda p: p.partition_index)
+                    ],
+                )
+            )
+        return sorted(out, key=lambda d: d.name)
+
+    async def add_partitions(self, name: str, total: int) -> None:
+        response = await self._request(
+            CreatePartitionsRequest(
+                version=3,
+                topics=[
+                    CreatePartitionsRequest.CreatePartitionsTopic(
+                        name=name, count=total, assignments=None
+                    )
+                ],
+                timeout_ms=30_000,
+                validate_only=False,
+            )
+        )
+        result = response.results[0]
+        _check(result.error_code, result.error_message, f"cannot grow topic {name!r}")
+
+    async def describe_configs(self, topic: str) -> dict[str, tuple[str | None, int]]:
+        """Config name -> (value, source) for a topic."""
+        response = await self._request(
+            DescribeConfigsRequest(
+                version=4,
+                resources=[
+                    DescribeConfigsRequest.DescribeConfigsResource(
+                        resource_type=TOPIC_RESOURCE, resource_name=topic, configuration_keys=None
+                    )
+                ],
+                include_synonyms=False,
+                include_documentation=False,
+            )
+        )
+        result = response.results[0]
+        _check(result.error_code, result.error_message, f"cannot describe topic {topic!r}")
+        return {c.name: (c.value, c.config_source) for c in result.configs}
+
+    async def alter_configs(
+        self, topic: str, set_: dict[str, str], delete: list[str] | None = None
+    ) -> None:
+        entry = IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig
+        changes = [entry(name=k, config_operation=OP_SET, value=v) for k, v in set_.items()]
+        changes += [entry(name=k, config_operation=OP_DELETE, value=None) for k in delete or []]
+        response = await self._request(
+            IncrementalAlterConfigsRequest(
+                version=1,
+                resources=[
+                    IncrementalAlterConfigsRequest.AlterConfigsResource(
+                        resource_type=TOPIC_RESOURCE, resource_name=topic, configs=changes
+                    )
+                ],
+                validate_only=False,
+            )
+        )
+        result = response.responses[0]
+        _check(result.error_code, result.error_message, f"cannot change topic {topic!r}")
+
+    async def delete_records(self, topic: str, before: dict[int, int]) -> dict[int, int]:
+        """Delete records below the given offset per partition; returns new start offsets."""
+        response = await self._request(
+            DeleteRecordsRequest(
+                version=2,
+                topics=[
+                    DeleteRecordsRequest.DeleteRecordsTopic(
+                        name=topic,
+                        partitions=[
+                            DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition(
+                                partition_index=p, offset=o
+                            )
+                            for p, o in before.items()
+                        ],
+                    )
+                ],
+                timeout_ms=30_000,
+            )
+        )
+        out = {}
+        for p in response.topics[0].partitions:
+            _check(p.error_code, None, f"cannot delete records of {topic}-{p.partition_index}")
+            out[p.partition_index] = p.low_watermark
+        return out
