@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,7 @@ from aiokafka.record.default_records import DefaultRecordBatch
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 
 from partita.client.cluster import Cluster
+from partita.client.group_member import GroupMember, RebalanceListener
 from partita.errors import KafkaError, OffsetOutOfRangeError
 from partita.protocol.record_batch import LOG_OVERHEAD, read_prefix
 
@@ -77,6 +79,13 @@ class AsyncConsumer:
         max_partition_fetch_bytes: int = 1024 * 1024,
         isolation_level: str = "read_uncommitted",
         client_id: str = "partita-consumer",
+        group_id: str | None = None,
+        partition_assignment_strategy: Sequence[str] = ("range", "cooperative-sticky"),
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        session_timeout_ms: int = 45_000,
+        heartbeat_interval_ms: int = 3000,
+        group_instance_id: str | None = None,
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset must be earliest, latest or none")
@@ -89,11 +98,31 @@ class AsyncConsumer:
         self.cluster = Cluster(bootstrap_servers, client_id)
         self._partitions: dict[TopicPartition, _PartitionState] = {}
         self._buffer: deque[ConsumerRecord] = deque()
+        self.group: GroupMember | None = None
+        if group_id is not None:
+            strategies = list(partition_assignment_strategy)
+            self.group = GroupMember(
+                self.cluster,
+                group_id,
+                assignors=strategies,
+                session_timeout_ms=session_timeout_ms,
+                heartbeat_interval_ms=heartbeat_interval_ms,
+                group_instance_id=group_instance_id,
+            )
+        self.auto_commit = enable_auto_commit and group_id is not None
+        self.auto_commit_interval = auto_commit_interval_ms / 1000
+        self._last_commit = time.monotonic()
+        self._subscribed = False
 
     async def start(self) -> None:
         await self.cluster.refresh([])
 
     async def stop(self) -> None:
+        if self.group is not None:
+            if self.auto_commit and self._subscribed:
+                with contextlib.suppress(Exception):
+                    await self.commit()
+            await self.group.leave()
         await self.cluster.close()
 
     async def __aenter__(self) -> AsyncConsumer:
@@ -102,6 +131,57 @@ class AsyncConsumer:
 
     async def __aexit__(self, *_exc: object) -> None:
         await self.stop()
+
+    # -- group membership ----------------------------------------------------------
+
+    def subscribe(
+        self,
+        topics: Sequence[str] | None = None,
+        *,
+        pattern: str | None = None,
+        listener: RebalanceListener | None = None,
+    ) -> None:
+        """Join the consumer group for these topics (or every topic matching ``pattern``)."""
+        if self.group is None:
+            raise ValueError("subscribe() needs a group_id; use assign() without one")
+        self.group.subscribe(topics, pattern)
+        self.group.listener = listener
+        self._subscribed = True
+
+    async def _maintain_group(self) -> None:
+        group = self.group
+        if group is None or not self._subscribed:
+            return
+        if group.needs_rejoin and self.auto_commit and group.owned:
+            with contextlib.suppress(Exception):
+                await self.commit()
+        assigned = await group.ensure_joined()
+        if assigned is not None:
+            self.assign(assigned)
+            unpositioned = [tp for tp in assigned if self._partitions[tp].position is None]
+            if unpositioned:
+                committed = await group.committed(unpositioned)
+                for tp, offset in committed.items():
+                    self._partitions[tp].position = offset
+        if self.auto_commit and time.monotonic() - self._last_commit >= self.auto_commit_interval:
+            with contextlib.suppress(Exception):
+                await self.commit()
+
+    async def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
+        """Commit the given offsets, or the current position of every assigned partition."""
+        if self.group is None:
+            raise ValueError("commit() needs a group_id")
+        if offsets is None:
+            offsets = {
+                tp: s.position for tp, s in self._partitions.items() if s.position is not None
+            }
+        await self.group.commit(offsets)
+        self._last_commit = time.monotonic()
+
+    async def committed(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        if self.group is None:
+            raise ValueError("committed() needs a group_id")
+        return await self.group.committed(partitions)
 
     # -- assignment and positions ------------------------------------------------
 
@@ -226,6 +306,7 @@ class AsyncConsumer:
     ) -> list[ConsumerRecord]:
         """Up to ``max_records`` records, waiting at most ``timeout_ms`` for some."""
         deadline = time.monotonic() + timeout_ms / 1000
+        await self._maintain_group()
         while not self._buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self._partitions:
@@ -233,6 +314,8 @@ class AsyncConsumer:
                     await asyncio.sleep(remaining)
                 return []
             await self._fetch_once(min(remaining, self.fetch_max_wait_ms / 1000))
+            if self.group is not None and self.group.needs_rejoin:
+                break
         out: list[ConsumerRecord] = []
         while self._buffer and len(out) < max_records:
             out.append(self._buffer.popleft())

@@ -33,8 +33,11 @@ class MemberSubscription:
 
 
 class Assignor(Protocol):
-    name: str
-    supported_protocols: tuple[RebalanceProtocol, ...]
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def supported_protocols(self) -> tuple[RebalanceProtocol, ...]: ...
 
     def assign(
         self, partitions_per_topic: dict[str, int], subscriptions: dict[str, MemberSubscription]
