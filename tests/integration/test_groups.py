@@ -173,7 +173,7 @@ def test_aiokafka_group(fast_broker: BrokerProcess) -> None:
 
 
 def test_mixed_group_confluent_and_kafka_python(fast_broker: BrokerProcess) -> None:
-    fill(fast_broker.bootstrap, "mixed", 4, 200)
+    create_topic(fast_broker.bootstrap, "mixed", partitions=4)
     confluent = confluent_member(fast_broker.bootstrap, "mixed-g", "range")
     confluent.subscribe(["mixed"])
     from_confluent: list[int] = []
@@ -192,20 +192,38 @@ def test_mixed_group_confluent_and_kafka_python(fast_broker: BrokerProcess) -> N
         bootstrap_servers=fast_broker.bootstrap,
         group_id="mixed-g",
         auto_offset_reset="earliest",
-        consumer_timeout_ms=10000,
+        consumer_timeout_ms=1000,
         session_timeout_ms=6000,
         heartbeat_interval_ms=500,
     )
-    from_kp = [int(m.value) for m in kp]
-    kp_assignment = {tp.partition for tp in kp.assignment()}
-    kp.close()
-    stop.set()
-    thread.join()
-    confluent_assignment = {p.partition for p in confluent.assignment()}
-    confluent.close()
+    from_kp: list[int] = []
+    try:
+        # Both members join first; records are produced once the group has settled.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (
+            len(kp.assignment()) == 2 and len(confluent.assignment()) == 2
+        ):
+            from_kp += [int(m.value) for m in kp.poll(timeout_ms=200).get("x", [])]
+        kp_assignment = {tp.partition for tp in kp.assignment()}
+        confluent_assignment = {p.partition for p in confluent.assignment()}
+        produce(
+            fast_broker.bootstrap,
+            "mixed",
+            [{"value": b"%d" % i, "partition": i % 4} for i in range(200)],
+        )
+        deadline = time.monotonic() + 30
+        while len(from_kp) + len(from_confluent) < 200 and time.monotonic() < deadline:
+            for records in kp.poll(timeout_ms=200).values():
+                from_kp += [int(m.value) for m in records]
+    finally:
+        stop.set()
+        thread.join()
+        kp.close()
+        confluent.close()
+    assert kp_assignment | confluent_assignment == {0, 1, 2, 3}
+    assert not kp_assignment & confluent_assignment
     assert from_kp and from_confluent
-    assert sorted(set(from_kp) | set(from_confluent)) == list(range(200))
-    assert not kp_assignment & confluent_assignment or not kp_assignment
+    assert sorted(from_kp + from_confluent) == list(range(200))
 
 
 def start_member(broker: BrokerProcess, group: str, *extra: str) -> subprocess.Popen[str]:

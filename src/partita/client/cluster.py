@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,8 +40,15 @@ def parse_bootstrap(servers: str | list[str]) -> list[tuple[str, int]]:
 
 
 class Cluster:
-    def __init__(self, bootstrap: str | list[str], client_id: str = "partita") -> None:
+    def __init__(
+        self,
+        bootstrap: str | list[str],
+        client_id: str = "partita",
+        metadata_max_age_ms: int = 300_000,
+    ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
+        self.metadata_max_age = metadata_max_age_ms / 1000
+        self._refreshed: dict[str, float] = {}
         self.client_id = client_id
         self.brokers: dict[int, tuple[str, int]] = {}
         self.topics: dict[str, TopicInfo] = {}
@@ -96,7 +104,8 @@ class Cluster:
 
     async def topic(self, name: str, *, auto_create: bool = True) -> TopicInfo:
         info = self.topics.get(name)
-        if info is None or info.error_code or not info.partitions:
+        stale = time.monotonic() - self._refreshed.get(name, 0.0) > self.metadata_max_age
+        if info is None or info.error_code or not info.partitions or stale:
             await self.refresh([name], auto_create=auto_create)
             info = self.topics.get(name)
         if info is None or info.error_code:

@@ -1,7 +1,7 @@
 """The Java client's StickyAssignor ("sticky") and CooperativeStickyAssignor ("cooperative-sticky").
 
-A port of the semantics of Kafka's ``AbstractStickyAssignor`` (3.5+, with KIP-881 rack
-awareness), ``StickyAssignor`` and ``CooperativeStickyAssignor``:
+A port of the semantics of Kafka's ``AbstractStickyAssignor`` (with KIP-881 rack awareness),
+``StickyAssignor`` and ``CooperativeStickyAssignor``:
 
 * when every member subscribes to the same topics, the "constrained" algorithm: members keep
   owned partitions up to their quota, the rest is dealt round-robin (rack-aligned first when
@@ -19,6 +19,18 @@ member is considered first, which moved partition is moved back). ``_JavaHashTab
 that order: the members map is the one Java's leader builds (``new HashMap<>()`` filled in
 JoinGroup order, which is the order of the ``subscriptions`` dict here). String order and
 string hashes are Java's (UTF-16 code units).
+
+The semantics are those of kafka-clients 3.8 and later (the last change to the algorithm was
+KAFKA-15170). Java's own quirks are reproduced on purpose, since a group must get the same
+assignment whichever client leads it:
+
+* the "all members subscribe to the same topics" test takes its topic set from the first
+  member (in HashMap order) with a non-empty subscription, so a first member subscribed to
+  nothing is handed partitions;
+* in the general algorithm a partition goes back to a member that claimed it in an older
+  generation whenever the current owner has 2+ more partitions, even if that member no longer
+  subscribes to its topic; if that member was set aside (it cannot take part in the balancing)
+  Java fails with a NullPointerException, and ``StickyAssignmentError`` is raised here.
 """
 
 from __future__ import annotations
@@ -190,10 +202,8 @@ def _java_string_map_order(keys: Iterator[str] | Sequence[str]) -> list[str]:
 
 def _list_remove(items: list[TopicPartition], item: TopicPartition) -> None:
     """Java's ``List.remove(Object)``: drop the first occurrence if any."""
-    try:
+    if item in items:
         items.remove(item)
-    except ValueError:
-        pass
 
 
 # --------------------------------------------------------------------------------------------
@@ -221,20 +231,18 @@ def encode_user_data(assigned: Sequence[TopicPartition], generation: int) -> byt
     return bytes(out)
 
 
-class _Truncated(Exception):
+class _TruncatedError(Exception):
     pass
 
 
-def _read_assignment(
-    data: bytes, with_generation: bool
-) -> tuple[list[TopicPartition], int | None]:
+def _read_assignment(data: bytes, with_generation: bool) -> tuple[list[TopicPartition], int | None]:
     pos = 0
 
     def take(fmt: str) -> int:
         nonlocal pos
         size = struct.calcsize(fmt)
         if pos + size > len(data):
-            raise _Truncated
+            raise _TruncatedError
         (value,) = struct.unpack_from(fmt, data, pos)
         pos += size
         return int(value)
@@ -242,16 +250,16 @@ def _read_assignment(
     partitions: list[TopicPartition] = []
     topics = take(">i")
     if topics < 0:
-        raise _Truncated
+        raise _TruncatedError
     for _ in range(topics):
         length = take(">h")
         if length < 0 or pos + length > len(data):
-            raise _Truncated
+            raise _TruncatedError
         topic = data[pos : pos + length].decode("utf-8", "replace")
         pos += length
         count = take(">i")
         if count < 0:
-            raise _Truncated
+            raise _TruncatedError
         partitions.extend((topic, take(">i")) for _ in range(count))
     return partitions, (take(">i") if with_generation else None)
 
@@ -261,11 +269,11 @@ def _decode_user_data(data: bytes) -> tuple[list[TopicPartition], int | None]:
     data is ignored (no partitions, generation -1)."""
     try:
         return _read_assignment(data, with_generation=True)
-    except _Truncated:
+    except _TruncatedError:
         pass
     try:
         return _read_assignment(data, with_generation=False)
-    except _Truncated:
+    except _TruncatedError:
         return [], DEFAULT_GENERATION
 
 
@@ -429,9 +437,7 @@ class _ConstrainedBuilder:
                 target.extend(owned)
                 self.assigned.extend(owned)
                 self.under_min.append(consumer)
-            elif (
-                len(owned) >= max_quota and self.current_over_min < self.expected_over_min
-            ):
+            elif len(owned) >= max_quota and self.current_over_min < self.expected_over_min:
                 self.current_over_min += 1
                 if self.current_over_min == self.expected_over_min:
                     self.exactly_min.clear()
@@ -562,9 +568,7 @@ class _PartitionMovements:
     (source, destination) pair, so that a partition moving back undoes an earlier move."""
 
     def __init__(self) -> None:
-        self.by_topic: dict[
-            str, dict[tuple[str, str], _JavaHashTable[TopicPartition]]
-        ] = {}
+        self.by_topic: dict[str, dict[tuple[str, str], _JavaHashTable[TopicPartition]]] = {}
         self.movements: dict[TopicPartition, tuple[str, str]] = {}
 
     def _remove_record(self, tp: TopicPartition) -> tuple[str, str]:
@@ -765,7 +769,10 @@ class _GeneralBuilder:
 
     def _is_balanced(self) -> bool:
         current = self.current
-        if len(current[self.sorted_members.first()]) >= len(current[self.sorted_members.last()]) - 1:
+        if (
+            len(current[self.sorted_members.first()])
+            >= len(current[self.sorted_members.last()]) - 1
+        ):
             return True
         owner: dict[TopicPartition, str] = {}
         for consumer, partitions in current.items():
@@ -891,7 +898,11 @@ class _GeneralBuilder:
                 found_rack_consumer = False
                 consumer_rack = rack_info.consumer_racks.get(consumer) if consumer else None
                 partition_racks = rack_info.partition_racks.get(tp)
-                if consumer_rack is not None and partition_racks and consumer_rack in partition_racks:
+                if (
+                    consumer_rack is not None
+                    and partition_racks
+                    and consumer_rack in partition_racks
+                ):
                     for other in self.topic_consumers[tp[0]]:
                         other_rack = rack_info.consumer_racks.get(other)
                         if other_rack is None or other_rack not in partition_racks:
@@ -1068,14 +1079,17 @@ def _in_member_order(
 
 class StickyAssignor(_AbstractStickyAssignor):
     """Java's ``StickyAssignor`` (eager). A member's previous assignment and generation come
-    from its user data when it has any (as Java always reads them), else from
-    ``owned_partitions``/``generation`` (already decoded)."""
+    from its user data (``encode_user_data``) as in Java; a member without user data
+    (``user_data is None``) is taken to carry them already decoded in
+    ``owned_partitions``/``generation``."""
 
     name = "sticky"
     supported_protocols = (RebalanceProtocol.EAGER,)
 
     def _member_data(self, sub: MemberSubscription) -> _MemberData:
-        if sub.user_data:
+        if sub.user_data is not None:
+            if not sub.user_data:
+                return _MemberData([], None)
             partitions, generation = _decode_user_data(sub.user_data)
             return _MemberData(partitions, generation)
         return _MemberData(
