@@ -175,7 +175,17 @@ def test_aiokafka_group(fast_broker: BrokerProcess) -> None:
 def test_mixed_group_confluent_and_kafka_python(fast_broker: BrokerProcess) -> None:
     create_topic(fast_broker.bootstrap, "mixed", partitions=4)
     confluent = confluent_member(fast_broker.bootstrap, "mixed-g", "range")
-    confluent.subscribe(["mixed"])
+    theirs: set[int] = set()
+
+    def on_assign(_consumer: Any, partitions: list[Any]) -> None:
+        theirs.clear()
+        theirs.update(p.partition for p in partitions)
+
+    def on_revoke(_consumer: Any, _partitions: list[Any]) -> None:
+        theirs.clear()
+
+    # librdkafka's consumer is only touched by its polling thread.
+    confluent.subscribe(["mixed"], on_assign=on_assign, on_revoke=on_revoke)
     from_confluent: list[int] = []
     stop = threading.Event()
 
@@ -200,12 +210,10 @@ def test_mixed_group_confluent_and_kafka_python(fast_broker: BrokerProcess) -> N
     try:
         # Both members join first; records are produced once the group has settled.
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not (
-            len(kp.assignment()) == 2 and len(confluent.assignment()) == 2
-        ):
+        while time.monotonic() < deadline and not (len(kp.assignment()) == 2 and len(theirs) == 2):
             from_kp += [int(m.value) for m in kp.poll(timeout_ms=200).get("x", [])]
         kp_assignment = {tp.partition for tp in kp.assignment()}
-        confluent_assignment = {p.partition for p in confluent.assignment()}
+        confluent_assignment = set(theirs)
         produce(
             fast_broker.bootstrap,
             "mixed",

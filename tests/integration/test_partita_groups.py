@@ -109,9 +109,6 @@ def test_partita_members_share_a_topic(fast_broker: BrokerProcess, strategy: str
 
 def test_mixed_group_partita_and_confluent(fast_broker: BrokerProcess) -> None:
     create_topic(fast_broker.bootstrap, "mix", partitions=4)
-    produce(
-        fast_broker.bootstrap, "mix", [{"value": b"%d" % i, "partition": i % 4} for i in range(200)]
-    )
     confluent = Consumer(
         {
             "bootstrap.servers": fast_broker.bootstrap,
@@ -123,7 +120,18 @@ def test_mixed_group_partita_and_confluent(fast_broker: BrokerProcess) -> None:
             "heartbeat.interval.ms": 300,
         }
     )
-    confluent.subscribe(["mix"])
+    theirs: set[int] = set()
+
+    def on_assign(_consumer: Any, partitions: list[Any]) -> None:
+        theirs.clear()
+        theirs.update(p.partition for p in partitions)
+
+    def on_revoke(_consumer: Any, _partitions: list[Any]) -> None:
+        theirs.clear()
+
+    # librdkafka's consumer must only be touched from the polling thread: its assignment
+    # is tracked through the rebalance callbacks instead of calling assignment().
+    confluent.subscribe(["mix"], on_assign=on_assign, on_revoke=on_revoke)
     from_confluent: set[int] = set()
     stop_thread = threading.Event()
 
@@ -136,27 +144,47 @@ def test_mixed_group_partita_and_confluent(fast_broker: BrokerProcess) -> None:
     thread = threading.Thread(target=poll)
     thread.start()
 
-    async def run() -> dict[tuple[int, int], int]:
-        seen: dict[tuple[int, int], int] = {}
-        stop = asyncio.Event()
-        task = asyncio.create_task(
-            member(fast_broker.bootstrap, "mix-g", "mix", "range", seen, 0, stop, Listener())
+    theirs_then: set[int] = set()
+
+    async def run() -> tuple[set[int], set[int]]:
+        consumer = AsyncConsumer(
+            fast_broker.bootstrap,
+            group_id="mix-g",
+            auto_offset_reset="earliest",
+            partition_assignment_strategy=["range"],
+            heartbeat_interval_ms=300,
+            session_timeout_ms=6000,
         )
-        deadline = time.monotonic() + 30
-        while len(seen) + len(from_confluent) < 200 and time.monotonic() < deadline:
-            await asyncio.sleep(0.1)
-        await asyncio.sleep(1)
-        stop.set()
-        await task
-        return seen
+        await consumer.start()
+        consumer.subscribe(["mix"])
+        seen: set[int] = set()
+        try:
+            # Join first; produce once both members own partitions.
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not (
+                len(consumer.assignment()) == 2 and len(theirs) == 2
+            ):
+                seen |= {int(r.value or b"0") for r in await consumer.getmany(100)}
+            mine = {p for _t, p in consumer.assignment()}
+            theirs_then.update(theirs)
+            produce(
+                fast_broker.bootstrap,
+                "mix",
+                [{"value": b"%d" % i, "partition": i % 4} for i in range(200)],
+            )
+            while len(seen) + len(from_confluent) < 200 and time.monotonic() < deadline + 30:
+                seen |= {int(r.value or b"0") for r in await consumer.getmany(200)}
+            return seen, mine
+        finally:
+            await consumer.stop()
 
     try:
-        seen = asyncio.run(run())
+        seen, mine = asyncio.run(run())
     finally:
         stop_thread.set()
         thread.join()
         confluent.close()
-    partita_values = {(p + 4 * (o)) for p, o in seen}
-    assert seen, "the partita member got no partitions"
-    assert from_confluent, "the confluent member got no partitions"
-    assert partita_values | from_confluent == set(range(200))
+    assert len(mine) == 2 and len(theirs_then) == 2 and not mine & theirs_then
+    assert seen and from_confluent
+    assert seen | from_confluent == set(range(200))
+    assert all(v % 4 in mine for v in seen)

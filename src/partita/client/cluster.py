@@ -101,6 +101,7 @@ class Cluster:
                 {p.partition_index: p.leader_id for p in topic.partitions},
             )
             self.topics[topic.name] = info
+            self._refreshed[topic.name] = time.monotonic()
 
     async def topic(self, name: str, *, auto_create: bool = True) -> TopicInfo:
         info = self.topics.get(name)

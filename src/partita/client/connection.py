@@ -23,7 +23,11 @@ class ConnectionLostError(KafkaError):
 
 
 class BrokerConnection:
-    def __init__(self, host: str, port: int, client_id: str = "partita") -> None:
+    def __init__(
+        self, host: str, port: int, client_id: str = "partita", request_timeout_ms: int = 330_000
+    ) -> None:
+        # Long enough for a JoinGroup parked through a full rebalance (5 min by default).
+        self.request_timeout = request_timeout_ms / 1000
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -55,7 +59,14 @@ class BrokerConnection:
         await self._writer.drain()
         if not expect_response:
             return None
-        return await future
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), self.request_timeout)
+        except TimeoutError:
+            # A response may still come; this connection can no longer be trusted in order.
+            await self.close()
+            raise ConnectionLostError(
+                f"{self.host}:{self.port} did not answer within {self.request_timeout:.0f}s"
+            ) from None
 
     async def _read_responses(self) -> None:
         assert self._reader is not None

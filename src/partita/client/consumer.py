@@ -13,14 +13,14 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from aiokafka.record.default_records import DefaultRecordBatch
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 
 from partita.client.cluster import Cluster
 from partita.client.group_member import GroupMember, RebalanceListener
-from partita.errors import KafkaError, OffsetOutOfRangeError
+from partita.errors import CorruptRecordError, KafkaError, OffsetOutOfRangeError
 from partita.protocol.record_batch import LOG_OVERHEAD, read_prefix
 
 TopicPartition = tuple[str, int]
@@ -28,8 +28,7 @@ EARLIEST, LATEST = -2, -1
 OFFSET_OUT_OF_RANGE = 1
 
 
-@dataclass(frozen=True, slots=True)
-class ConsumerRecord:
+class ConsumerRecord(NamedTuple):
     topic: str
     partition: int
     offset: int
@@ -86,6 +85,7 @@ class AsyncConsumer:
         session_timeout_ms: int = 45_000,
         heartbeat_interval_ms: int = 3000,
         group_instance_id: str | None = None,
+        check_crcs: bool = True,
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset must be earliest, latest or none")
@@ -109,6 +109,7 @@ class AsyncConsumer:
                 heartbeat_interval_ms=heartbeat_interval_ms,
                 group_instance_id=group_instance_id,
             )
+        self.check_crcs = check_crcs
         self.auto_commit = enable_auto_commit and group_id is not None
         self.auto_commit_interval = auto_commit_interval_ms / 1000
         self._last_commit = time.monotonic()
@@ -386,6 +387,10 @@ class AsyncConsumer:
         position = state.position or 0
         for raw in split_batches(data):
             batch = DefaultRecordBatch(bytearray(raw))
+            if self.check_crcs and not batch.validate_crc():
+                raise CorruptRecordError(
+                    f"{tp[0]}-{tp[1]}: batch at offset {batch.base_offset} failed its CRC"
+                )
             if batch.is_control_batch:
                 position = max(position, batch.next_offset)
                 continue

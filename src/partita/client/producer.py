@@ -12,8 +12,9 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
@@ -29,8 +30,7 @@ _RETRIABLE = {-1, 2, 3, 5, 6, 7, 15, 16, 19, 20, 56}  # network, leadership, tim
 DUPLICATE_SEQUENCE = 46
 
 
-@dataclass(frozen=True, slots=True)
-class RecordMetadata:
+class RecordMetadata(NamedTuple):
     topic: str
     partition: int
     offset: int
@@ -45,7 +45,7 @@ class ProduceError(KafkaError):
         self.code = code
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # identity semantics: batches live in sets
 class _Batch:
     topic: str
     partition: int
@@ -54,6 +54,9 @@ class _Batch:
     futures: list[tuple[asyncio.Future[RecordMetadata], int]] = field(default_factory=list)
     encoded: bytes | None = None
     attempts: int = 0
+    done: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
 
     @property
     def count(self) -> int:
@@ -97,13 +100,15 @@ class AsyncProducer:
         self.cluster = Cluster(bootstrap_servers, client_id)
         self.producer_id, self.producer_epoch = -1, -1
         self._open: dict[tuple[str, int], _Batch] = {}
-        self._ready: list[_Batch] = []
+        # Closed batches waiting to be sent, oldest first, per partition.
+        self._ready: dict[tuple[str, int], deque[_Batch]] = {}
         self._in_flight: set[tuple[str, int]] = set()
         self._sequences: dict[tuple[str, int], int] = {}
         self._partition_counts: dict[str, int] = {}
         self._wake = asyncio.Event()
         self._sender: asyncio.Task[None] | None = None
-        self._outstanding: set[asyncio.Future[RecordMetadata]] = set()
+        self._unfinished: set[_Batch] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
 
     async def start(self) -> None:
@@ -161,11 +166,11 @@ class AsyncProducer:
                 0, timestamp=timestamp, key=key, value=value, headers=headers or []
             )
         batch.futures.append((future, timestamp))
-        self._outstanding.add(future)
-        future.add_done_callback(self._outstanding.discard)
         self.partitioner.on_append(topic, chosen, metadata.size, count)
         if batch.builder.size() >= self.batch_size:
             self._close_batch(batch)
+        if self._ready:
+            await asyncio.sleep(0)  # let the sender ship closed batches while we keep batching
         return future
 
     async def _partition_count(self, topic: str) -> int:
@@ -193,6 +198,7 @@ class AsyncProducer:
             )
             batch = _Batch(topic, partition, builder, time.monotonic())
             self._open[(topic, partition)] = batch
+            self._unfinished.add(batch)
             self._wake.set()
         return batch
 
@@ -205,7 +211,7 @@ class AsyncProducer:
             batch.builder.set_producer_state(self.producer_id, self.producer_epoch, sequence)
             self._sequences[key] = (sequence + batch.count) & 0x7FFFFFFF
         batch.encoded = bytes(batch.builder.build())
-        self._ready.append(batch)
+        self._ready.setdefault((batch.topic, batch.partition), deque()).append(batch)
         self._wake.set()
 
     # -- sending -------------------------------------------------------------------
@@ -219,25 +225,24 @@ class AsyncProducer:
                     self._close_batch(batch)
             # One batch per partition at a time, oldest first: retries cannot reorder.
             sendable: list[_Batch] = []
-            chosen: set[tuple[str, int]] = set()
-            for b in self._ready:
-                key = (b.topic, b.partition)
-                if key not in self._in_flight and key not in chosen:
-                    chosen.add(key)
-                    sendable.append(b)
+            for key, queue in list(self._ready.items()):
+                if key in self._in_flight:
+                    continue
+                sendable.append(queue.popleft())
+                if not queue:
+                    del self._ready[key]
+                self._in_flight.add(key)
             if not sendable:
                 continue
-            for b in sendable:
-                self._ready.remove(b)
-                self._in_flight.add((b.topic, b.partition))
             by_leader: dict[int, list[_Batch]] = {}
             for b in sendable:
                 info = self.cluster.topics.get(b.topic)
                 leader = info.leaders.get(b.partition, -1) if info else -1
                 by_leader.setdefault(leader, []).append(b)
             for leader, batches in by_leader.items():
-                task = asyncio.create_task(self._produce(leader, batches))
-                task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+                task = asyncio.create_task(self._produce_safely(leader, batches))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
 
     async def _wait_for_work(self) -> None:
         timeout = None
@@ -247,6 +252,15 @@ class AsyncProducer:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout)
         self._wake.clear()
+
+    async def _produce_safely(self, leader: int, batches: list[_Batch]) -> None:
+        try:
+            await self._produce(leader, batches)
+        except Exception as exc:  # never leave a partition stuck "in flight"
+            log.exception("produce request failed unexpectedly")
+            for b in batches:
+                if (b.topic, b.partition) in self._in_flight:
+                    await self._retry_or_fail(b, -1, f"{type(exc).__name__}: {exc}")
 
     async def _produce(self, leader: int, batches: list[_Batch]) -> None:
         by_topic: dict[str, list[_Batch]] = {}
@@ -291,14 +305,20 @@ class AsyncProducer:
             else:
                 await self._retry_or_fail(b, result.error_code, result.error_message or "")
 
-    def _complete(self, batch: _Batch, base_offset: int, log_append_time: int = -1) -> None:
+    def _finish(self, batch: _Batch) -> None:
         self._in_flight.discard((batch.topic, batch.partition))
+        self._unfinished.discard(batch)
+        if not batch.done.done():
+            batch.done.set_result(None)
+        self._wake.set()
+
+    def _complete(self, batch: _Batch, base_offset: int, log_append_time: int = -1) -> None:
         for i, (future, timestamp) in enumerate(batch.futures):
             if not future.done():
                 offset = base_offset + i if base_offset >= 0 else -1
                 ts = log_append_time if log_append_time >= 0 else timestamp
                 future.set_result(RecordMetadata(batch.topic, batch.partition, offset, ts))
-        self._wake.set()
+        self._finish(batch)
 
     async def _retry_or_fail(self, batch: _Batch, code: int, message: str) -> None:
         batch.attempts += 1
@@ -312,15 +332,15 @@ class AsyncProducer:
             with contextlib.suppress(Exception):
                 await self.cluster.refresh([batch.topic])
             self._in_flight.discard((batch.topic, batch.partition))
-            self._ready.insert(0, batch)  # same bytes, same sequence: order is kept
+            # Same bytes, same sequence, back at the head: order is kept.
+            self._ready.setdefault((batch.topic, batch.partition), deque()).appendleft(batch)
             self._wake.set()
             return
-        self._in_flight.discard((batch.topic, batch.partition))
         error = ProduceError(code, f"{batch.topic}-{batch.partition}: {message or code}")
         for future, _ts in batch.futures:
             if not future.done():
                 future.set_exception(error)
-        self._wake.set()
+        self._finish(batch)
 
     # -- finishing -----------------------------------------------------------------
 
@@ -328,9 +348,9 @@ class AsyncProducer:
         """Send everything queued and wait until each record is acknowledged or failed."""
         for batch in list(self._open.values()):
             self._close_batch(batch)
-        pending = list(self._outstanding)
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        waiting = [b.done for b in self._unfinished]
+        if waiting:
+            await asyncio.wait(waiting)
 
     async def stop(self) -> None:
         if self._closed:
