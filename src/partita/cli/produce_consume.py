@@ -147,6 +147,13 @@ def consume(
     ),
     partition: list[int] = typer.Option([], "-p", "--partition", help="Only these partitions."),
     count: int = typer.Option(0, "-n", "--count", help="Stop after N records (0: no limit)."),
+    group: str | None = typer.Option(
+        None,
+        "-g",
+        "--group",
+        help="Consume as a member of this group: start from its committed offsets (else "
+        "--offset) and commit what was read.",
+    ),
     exit_at_end: bool = typer.Option(
         True, "--exit/--follow", help="Stop at the end of the log, or keep waiting."
     ),
@@ -166,7 +173,38 @@ def consume(
         except ValueError:
             raise fail(f"--from-time {from_time!r} is not an ISO date-time") from None
 
+    async def go_group(group_id: str) -> int:
+        reset = start if isinstance(start, str) else "earliest"
+        async with AsyncConsumer(
+            bootstrap,
+            auto_offset_reset=reset,
+            group_id=group_id,
+            partition_assignment_strategy=["range"],
+        ) as consumer:
+            await consumer.cluster.topic(topic, auto_create=False)
+            consumer.subscribe([topic])
+            printed = 0
+            while True:
+                records = await consumer.getmany(500)
+                for i, record in enumerate(records):
+                    print(_format(record, fmt))
+                    printed += 1
+                    if count and printed >= count:
+                        # Only printed records count as consumed: the rest of this batch
+                        # is handed back, so the group resumes at the first unprinted one.
+                        for rest in reversed(records[i + 1 :]):
+                            consumer.seek((rest.topic, rest.partition), rest.offset)
+                        return printed
+                owned = sorted(consumer.assignment())
+                if exit_at_end and not records and owned:
+                    ends = await consumer.end_offsets(owned)
+                    positions = [await consumer.position(tp) for tp in owned]
+                    if all(pos >= ends[tp] for pos, tp in zip(positions, owned, strict=True)):
+                        return printed
+
     async def go() -> int:
+        if group is not None:
+            return await go_group(group)
         reset = start if isinstance(start, str) else "earliest"
         async with AsyncConsumer(bootstrap, auto_offset_reset=reset) as consumer:
             info = await consumer.cluster.topic(topic, auto_create=False)

@@ -41,7 +41,8 @@ class ConsumerRecord(NamedTuple):
 
 @dataclass(slots=True)
 class _PartitionState:
-    position: int | None = None
+    position: int | None = None  # the next offset to fetch
+    delivered: int | None = None  # the next offset to hand to the application
     paused: bool = False
     high_watermark: int = -1
 
@@ -164,6 +165,7 @@ class AsyncConsumer:
                 committed = await group.committed(unpositioned)
                 for tp, offset in committed.items():
                     self._partitions[tp].position = offset
+                    self._partitions[tp].delivered = offset
         if self.auto_commit and time.monotonic() - self._last_commit >= self.auto_commit_interval:
             with contextlib.suppress(Exception):
                 await self.commit()
@@ -174,7 +176,7 @@ class AsyncConsumer:
             raise ValueError("commit() needs a group_id")
         if offsets is None:
             offsets = {
-                tp: s.position for tp, s in self._partitions.items() if s.position is not None
+                tp: s.delivered for tp, s in self._partitions.items() if s.delivered is not None
             }
         await self.group.commit(offsets)
         self._last_commit = time.monotonic()
@@ -196,6 +198,7 @@ class AsyncConsumer:
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self._partitions[tp].position = offset
+        self._partitions[tp].delivered = offset
         self._drop_buffered(tp)
 
     async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
@@ -208,6 +211,8 @@ class AsyncConsumer:
         state = self._partitions[tp]
         if state.position is None:
             await self._reset_to_policy([tp])
+        if state.delivered is not None:
+            return state.delivered
         assert state.position is not None
         return state.position
 
@@ -293,6 +298,7 @@ class AsyncConsumer:
         found = await self.list_offsets(dict.fromkeys(partitions, spec))
         for tp, (offset, _ts) in found.items():
             self._partitions[tp].position = offset
+            self._partitions[tp].delivered = offset
             self._drop_buffered(tp)
 
     async def _reset_to_policy(self, partitions: list[TopicPartition]) -> None:
@@ -320,6 +326,15 @@ class AsyncConsumer:
         out: list[ConsumerRecord] = []
         while self._buffer and len(out) < max_records:
             out.append(self._buffer.popleft())
+        # What was handed out is what position() and commit() count as consumed; records
+        # fetched but still buffered are not.
+        last: dict[TopicPartition, int] = {}
+        for record in out:
+            last[(record.topic, record.partition)] = record.offset + 1
+        for tp, offset in last.items():
+            state = self._partitions.get(tp)
+            if state is not None:
+                state.delivered = offset
         return out
 
     async def _fetch_once(self, wait: float) -> None:
@@ -374,7 +389,7 @@ class AsyncConsumer:
                 if state is None or state.paused:
                     continue
                 if p.error_code == OFFSET_OUT_OF_RANGE:
-                    state.position = None
+                    state.position = state.delivered = None
                     continue
                 if p.error_code:
                     with contextlib.suppress(Exception):
