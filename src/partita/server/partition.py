@@ -19,13 +19,14 @@ from partita.protocol.record_batch import (
     LOG_OVERHEAD,
     MAGIC_POS,
     MAGIC_V2,
+    PRODUCER_ID_POS,
     iter_headers,
-    read_header,
 )
 from partita.storage.log import AppendInfo, PartitionLog
 
 # Kafka's smallest legal batch length: enough to reach the magic byte.
 MIN_BATCH_LENGTH = 14
+_PRODUCER_ID = struct.Struct(">q")
 
 
 @dataclass(slots=True)
@@ -59,8 +60,9 @@ class Partition:
         """Append a producer's batches, applying the idempotence rules first."""
         view = memoryview(records)
         _check_produce_records(view)
-        header = read_header(view, 0)
-        if header.producer_id < 0:
+        # Only the producer id is needed here; the log validates the whole header once.
+        (producer_id,) = _PRODUCER_ID.unpack_from(view, PRODUCER_ID_POS)
+        if producer_id < 0:
             info = self.log.append_as_leader(view, self.leader_epoch)
         else:
             info = self._append_idempotent(view)

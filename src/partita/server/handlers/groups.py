@@ -30,17 +30,13 @@ from partita.coordinator.group import (
 )
 from partita.protocol.codec import RequestHeader
 from partita.server.broker import Broker
-from partita.server.groups import GroupService, now_ms
+from partita.server.groups import now_ms
 
 INVALID_REQUEST = 42
 UNKNOWN_TOPIC_OR_PARTITION = 3
 OFFSET_METADATA_TOO_LARGE = 12
 MAX_METADATA_BYTES = 4096
 GROUP_KEY, TRANSACTION_KEY = 0, 1
-
-
-def service(broker: Broker) -> GroupService:
-    return broker.groups
 
 
 # -- FindCoordinator -------------------------------------------------------------------
@@ -52,7 +48,7 @@ def handle_find_coordinator(broker: Broker, header: RequestHeader, request: Any)
     error = NONE if key_type == GROUP_KEY else INVALID_REQUEST
     message = None if error == NONE else "partita coordinates consumer groups only"
     if error == NONE:
-        service(broker).ensure_offsets_topic()
+        broker.groups.ensure_offsets_topic()
     if header.api_version >= 4:
         coordinators = [
             FindCoordinatorResponse.Coordinator(
@@ -95,7 +91,7 @@ async def handle_join_group(broker: Broker, header: RequestHeader, request: Any)
         protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
         version=version,
     )
-    result = await service(broker).join(join)
+    result = await broker.groups.join(join)
     protocol_name = result.protocol_name
     if protocol_name is None and version < 7:
         protocol_name = ""  # null is only valid from v7
@@ -120,7 +116,7 @@ async def handle_join_group(broker: Broker, header: RequestHeader, request: Any)
 async def handle_sync_group(broker: Broker, header: RequestHeader, request: Any) -> Any:
     version = header.api_version
     assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
-    result = await service(broker).sync(
+    result = await broker.groups.sync(
         request.group_id or "",
         request.generation_id,
         request.member_id,
@@ -139,7 +135,7 @@ async def handle_sync_group(broker: Broker, header: RequestHeader, request: Any)
 
 
 def handle_heartbeat(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    error = service(broker).core.heartbeat(
+    error = broker.groups.core.heartbeat(
         request.group_id or "",
         request.generation_id,
         request.member_id,
@@ -156,7 +152,7 @@ def handle_leave_group(broker: Broker, header: RequestHeader, request: Any) -> A
         members = [(request.member_id or "", None)]
     if not request.group_id:
         return LeaveGroupResponse(throttle_time_ms=0, error_code=INVALID_GROUP_ID, members=[])
-    codes = service(broker).core.leave(request.group_id, members, now_ms())
+    codes = broker.groups.core.leave(request.group_id, members, now_ms())
     if header.api_version >= 3:
         return LeaveGroupResponse(
             throttle_time_ms=0,
@@ -203,7 +199,7 @@ def handle_offset_commit(broker: Broker, header: RequestHeader, request: Any) ->
     if request.group_id is None:
         error, per = INVALID_GROUP_ID, [INVALID_GROUP_ID] * len(valid)
     else:
-        error, per = service(broker).commit(
+        error, per = broker.groups.commit(
             request.group_id,
             request.generation_id_or_member_epoch,
             request.member_id or "",
@@ -229,7 +225,7 @@ def handle_offset_commit(broker: Broker, header: RequestHeader, request: Any) ->
 def _fetch_group(
     broker: Broker, group_id: str, topics: Any
 ) -> list[tuple[str, list[tuple[int, CommittedOffset | None]]]]:
-    committed = service(broker).core.committed(group_id)
+    committed = broker.groups.core.committed(group_id)
     if topics is None:
         by_topic: dict[str, list[tuple[int, CommittedOffset | None]]] = {}
         for (t, p), value in sorted(committed.items()):
@@ -300,7 +296,7 @@ def handle_list_groups(broker: Broker, header: RequestHeader, request: Any) -> A
     states = {s.strip().lower() for s in request.states_filter} if version >= 4 else set()
     types = {t.strip().lower() for t in request.types_filter} if version >= 5 else set()
     listed = []
-    for group in service(broker).core.groups.values():
+    for group in broker.groups.core.groups.values():
         if states and group.state.value.lower() not in states:
             continue
         if types and "classic" not in types:
@@ -323,7 +319,7 @@ _DescribedMember = _Described.DescribedGroupMember
 def handle_describe_groups(broker: Broker, _header: RequestHeader, request: Any) -> Any:
     out = []
     for group_id in request.groups:
-        group = service(broker).core.groups.get(group_id)
+        group = broker.groups.core.groups.get(group_id)
         if group is None:
             out.append(
                 _Described(
@@ -368,7 +364,7 @@ def handle_describe_groups(broker: Broker, _header: RequestHeader, request: Any)
 def handle_delete_groups(broker: Broker, _header: RequestHeader, request: Any) -> Any:
     results = [
         DeleteGroupsResponse.DeletableGroupResult(
-            group_id=g, error_code=service(broker).delete_group(g) if g else INVALID_GROUP_ID
+            group_id=g, error_code=broker.groups.delete_group(g) if g else INVALID_GROUP_ID
         )
         for g in request.groups_names
     ]
@@ -381,7 +377,7 @@ _DelPartition = _DelTopic.OffsetDeleteResponsePartition
 
 def handle_offset_delete(broker: Broker, _header: RequestHeader, request: Any) -> Any:
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    error, results = service(broker).delete_offsets(request.group_id, wanted)
+    error, results = broker.groups.delete_offsets(request.group_id, wanted)
     if error != NONE:
         return OffsetDeleteResponse(error_code=error, throttle_time_ms=0, topics=[])
     topics: dict[str, list[Any]] = {}
