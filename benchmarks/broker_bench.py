@@ -297,7 +297,7 @@ class Rate:
         return self.nbytes / MB / self.seconds if self.seconds > 0 else 0.0
 
     @property
-    def cpu_pct(self) -> float:
+    def broker_cpu_pct(self) -> float:
         return 100 * self.broker_cpu / self.seconds if self.seconds > 0 else 0.0
 
     @property
@@ -749,7 +749,7 @@ def verdict(ok: bool) -> str:
     return "[green]PASS[/]" if ok else "[red]MISS[/]"
 
 
-def _median(values: list[float]) -> float:
+def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
@@ -783,12 +783,12 @@ def throughput_table(results: list[PassResult], scenarios: list[Scenario], round
             msgs: dict[str, float] = {}
             for broker in BROKERS:
                 rates = _rates(results, broker, scenario, phase)
-                msgs[broker] = _median([r.msgs_s for r in rates])
+                msgs[broker] = median([r.msgs_s for r in rates])
                 cells += [
                     f"{msgs[broker]:,.0f}",
-                    f"{_median([r.mb_s for r in rates]):,.1f}",
-                    f"{_median([r.cpu_pct for r in rates]):.0f}%",
-                    f"{_median([r.client_cpu_pct for r in rates]):.0f}%",
+                    f"{median([r.mb_s for r in rates]):,.1f}",
+                    f"{median([r.broker_cpu_pct for r in rates]):.0f}%",
+                    f"{median([r.client_cpu_pct for r in rates]):.0f}%",
                 ]
             ratio = msgs[PARTITA] / msgs[TANSU] if msgs[TANSU] > 0 else float("nan")
             ratio_ok = ratio >= THROUGHPUT_TARGET
@@ -836,13 +836,13 @@ def latency_table(results: list[LatencyResult], args: argparse.Namespace) -> Tab
             if not runs:
                 table.add_row(broker, str(partitions), "-", "-", "-", "-", "-", "[red]FAILED[/]")
                 continue
-            p99 = _median([r.percentile(0.99) for r in runs])
+            p99 = median([r.percentile(0.99) for r in runs])
             table.add_row(
                 broker,
                 str(partitions),
-                f"{_median([r.sent / r.seconds for r in runs]):,.0f}",
+                f"{median([r.sent / r.seconds for r in runs]):,.0f}",
                 f"{sum(r.received for r in runs):,} / {sum(r.sent for r in runs):,}",
-                f"{_median([r.percentile(0.50) for r in runs]):.2f}",
+                f"{median([r.percentile(0.50) for r in runs]):.2f}",
                 f"{p99:.2f}",
                 f"{max(r.latencies_ms[-1] for r in runs):.2f}",
                 verdict(p99 <= LATENCY_P99_TARGET_MS) if broker == PARTITA else "",
@@ -857,8 +857,8 @@ def target_lines(
     for phase in ("produce", "consume"):
         ratios = []
         for scenario in scenarios:
-            tansu = _median([r.msgs_s for r in _rates(results, TANSU, scenario, phase)])
-            mine = _median([r.msgs_s for r in _rates(results, PARTITA, scenario, phase)])
+            tansu = median([r.msgs_s for r in _rates(results, TANSU, scenario, phase)])
+            mine = median([r.msgs_s for r in _rates(results, PARTITA, scenario, phase)])
             if tansu > 0:
                 ratios.append((mine / tansu, scenario.label))
         if not ratios:
@@ -878,7 +878,7 @@ def target_lines(
             if r.broker == PARTITA and r.partitions == partitions and r.latencies_ms
         ]
         if runs:
-            p99 = _median([r.percentile(0.99) for r in runs])
+            p99 = median([r.percentile(0.99) for r in runs])
             lines.append(
                 f"{verdict(p99 <= LATENCY_P99_TARGET_MS)}  latency ({partitions}p): partita p99 "
                 f"{p99:.2f} ms (target <= {LATENCY_P99_TARGET_MS:g} ms)"
@@ -1087,8 +1087,8 @@ def profile_scenario(spec: str, results: list[PassResult], scenarios: list[Scena
     def worst_ratio(scenario: Scenario) -> float:
         ratios = [float("inf")]
         for phase in ("produce", "consume"):
-            tansu = _median([r.msgs_s for r in _rates(results, TANSU, scenario, phase)])
-            mine = _median([r.msgs_s for r in _rates(results, PARTITA, scenario, phase)])
+            tansu = median([r.msgs_s for r in _rates(results, TANSU, scenario, phase)])
+            mine = median([r.msgs_s for r in _rates(results, PARTITA, scenario, phase)])
             if tansu > 0:
                 ratios.append(mine / tansu)
         return min(ratios)
@@ -1132,7 +1132,7 @@ def log_pass(console: Console, r: PassResult) -> None:
         if rate is not None:
             parts.append(
                 f"{phase} {rate.msgs_s:>9,.0f} msgs/s {rate.mb_s:6.1f} MB/s "
-                f"(CPU broker {rate.cpu_pct:3.0f}%, client {rate.client_cpu_pct:3.0f}%)"
+                f"(CPU broker {rate.broker_cpu_pct:3.0f}%, client {rate.client_cpu_pct:3.0f}%)"
             )
     if r.problems:
         parts.append(f"[red]{len(r.problems)} problem(s)[/]")

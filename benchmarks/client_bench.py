@@ -64,7 +64,6 @@ import os
 import pstats
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -86,9 +85,11 @@ from broker_bench import (
     delete_topic,
     load_average,
     log_clients_to,
+    median,
     start_partita,
     verdict,
 )
+from broker_bench import Rate as BrokerRate
 from partita.protocol.record_batch import iter_headers
 
 MB = 1_000_000  # MB/s are of record values, in decimal megabytes
@@ -606,29 +607,10 @@ class Scenario:
 
 
 @dataclass(slots=True)
-class Rate:
-    records: int
-    nbytes: int
-    seconds: float
-    client_cpu: float
-    broker_cpu: float
+class Rate(BrokerRate):
+    """broker_bench's Rate plus what the producer actually batched."""
+
     records_per_batch: float | None = None  # produce: as written to the log
-
-    @property
-    def msgs_s(self) -> float:
-        return self.records / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def mb_s(self) -> float:
-        return self.nbytes / MB / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def client_cpu_pct(self) -> float:
-        return 100 * self.client_cpu / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def broker_cpu_pct(self) -> float:
-        return 100 * self.broker_cpu / self.seconds if self.seconds > 0 else 0.0
 
 
 @dataclass(slots=True)
@@ -669,11 +651,11 @@ def _rate(result: dict[str, Any]) -> Rate | None:
     if "seconds" not in result:
         return None
     return Rate(
-        result["records"],
-        result["nbytes"],
-        result["seconds"],
-        result["client_cpu"],
-        result["broker_cpu"],
+        records=result["records"],
+        nbytes=result["nbytes"],
+        seconds=result["seconds"],
+        broker_cpu=result["broker_cpu"],
+        client_cpu=result["client_cpu"],
     )
 
 
@@ -751,18 +733,14 @@ def client_pass(
 # -- report --------------------------------------------------------------------------
 
 
-def _median(values: list[float]) -> float:
-    return statistics.median(values) if values else float("nan")
-
-
 def _rates(results: list[PassResult], client: str, scenario: Scenario, phase: str) -> list[Rate]:
     rates = [getattr(r, phase) for r in results if r.client == client and r.scenario == scenario]
     return [r for r in rates if r is not None and r.records > 0]
 
 
 def _ratio(results: list[PassResult], scenario: Scenario, phase: str, other: str) -> float:
-    mine = _median([r.msgs_s for r in _rates(results, PARTITA, scenario, phase)])
-    theirs = _median([r.msgs_s for r in _rates(results, other, scenario, phase)])
+    mine = median([r.msgs_s for r in _rates(results, PARTITA, scenario, phase)])
+    theirs = median([r.msgs_s for r in _rates(results, other, scenario, phase)])
     return mine / theirs if theirs > 0 else float("nan")
 
 
@@ -813,11 +791,11 @@ def throughput_table(
                     scenario.label if i == 0 else "",
                     phase if i == 0 else "",
                     client,
-                    f"{_median([r.msgs_s for r in rates]):,.0f}",
-                    f"{_median([r.mb_s for r in rates]):,.1f}",
-                    f"{_median([r.client_cpu_pct for r in rates]):.0f}%",
-                    f"{_median([r.broker_cpu_pct for r in rates]):.0f}%",
-                    f"{_median(per_batch):,.0f}" if per_batch else "",
+                    f"{median([r.msgs_s for r in rates]):,.0f}",
+                    f"{median([r.mb_s for r in rates]):,.1f}",
+                    f"{median([r.client_cpu_pct for r in rates]):.0f}%",
+                    f"{median([r.broker_cpu_pct for r in rates]):.0f}%",
+                    f"{median(per_batch):,.0f}" if per_batch else "",
                     ratio_cell,
                     target_cell,
                 )
