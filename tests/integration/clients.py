@@ -71,3 +71,20 @@ def consume_all(
     finally:
         consumer.close()
     return out
+
+
+def subscribe_tracking_assignment(consumer: Consumer, topics: list[str]) -> set[int]:
+    """Subscribe and return a set kept equal to the consumer's partitions by the
+    rebalance callbacks: librdkafka's consumer must only be touched by its polling
+    thread, so tests must not call ``assignment()`` from another one."""
+    owned: set[int] = set()
+
+    def on_assign(_consumer: Any, partitions: list[Any]) -> None:
+        owned.clear()
+        owned.update(p.partition for p in partitions)
+
+    def on_revoke(_consumer: Any, _partitions: list[Any]) -> None:
+        owned.clear()
+
+    consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke)
+    return owned

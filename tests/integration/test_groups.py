@@ -22,7 +22,7 @@ from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 
-from tests.integration.clients import create_topic, produce
+from tests.integration.clients import create_topic, produce, subscribe_tracking_assignment
 from tests.integration.conftest import BrokerProcess
 
 FAST_GROUPS = {"group.initial.rebalance.delay.ms": "0"}
@@ -175,17 +175,7 @@ def test_aiokafka_group(fast_broker: BrokerProcess) -> None:
 def test_mixed_group_confluent_and_kafka_python(fast_broker: BrokerProcess) -> None:
     create_topic(fast_broker.bootstrap, "mixed", partitions=4)
     confluent = confluent_member(fast_broker.bootstrap, "mixed-g", "range")
-    theirs: set[int] = set()
-
-    def on_assign(_consumer: Any, partitions: list[Any]) -> None:
-        theirs.clear()
-        theirs.update(p.partition for p in partitions)
-
-    def on_revoke(_consumer: Any, _partitions: list[Any]) -> None:
-        theirs.clear()
-
-    # librdkafka's consumer is only touched by its polling thread.
-    confluent.subscribe(["mixed"], on_assign=on_assign, on_revoke=on_revoke)
+    theirs = subscribe_tracking_assignment(confluent, ["mixed"])
     from_confluent: list[int] = []
     stop = threading.Event()
 

@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Consumer
 
 from partita.client.consumer import AsyncConsumer
-from tests.integration.clients import create_topic, produce
+from tests.integration.clients import create_topic, produce, subscribe_tracking_assignment
 from tests.integration.conftest import BrokerProcess
 
 
@@ -120,18 +120,7 @@ def test_mixed_group_partita_and_confluent(fast_broker: BrokerProcess) -> None:
             "heartbeat.interval.ms": 300,
         }
     )
-    theirs: set[int] = set()
-
-    def on_assign(_consumer: Any, partitions: list[Any]) -> None:
-        theirs.clear()
-        theirs.update(p.partition for p in partitions)
-
-    def on_revoke(_consumer: Any, _partitions: list[Any]) -> None:
-        theirs.clear()
-
-    # librdkafka's consumer must only be touched from the polling thread: its assignment
-    # is tracked through the rebalance callbacks instead of calling assignment().
-    confluent.subscribe(["mix"], on_assign=on_assign, on_revoke=on_revoke)
+    theirs = subscribe_tracking_assignment(confluent, ["mix"])
     from_confluent: set[int] = set()
     stop_thread = threading.Event()
 
