@@ -155,6 +155,13 @@ def test_group_errors_keep_the_group_working(broker_factory: Any) -> None:
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     group = admin.describe_groups(["g"])["g"]
     assert group["group_state"] == "Stable"
+    described = partita("group", "describe", "g", bootstrap=broker.bootstrap)
+    rows = [
+        [cell.strip() for cell in line.split("│")][1:-1]
+        for line in described.stdout.splitlines()
+        if "events" in line and "│" in line
+    ]
+    assert rows and rows[0][5].startswith("rdkafka"), described.stdout  # the owner shows
     admin.close()
     sock = connect(broker)
     counter = iter(range(1, 100))

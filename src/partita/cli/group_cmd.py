@@ -107,9 +107,12 @@ def describe(
 
 
 def _assignment_from_object(raw: Any) -> dict[str, list[int]]:
+    """kafka-python hands back the decoded ConsumerProtocolAssignment as a dict:
+    {"assigned_partitions": [{"topic": ..., "partitions": [...]}], "user_data": ...}."""
     out: dict[str, list[int]] = defaultdict(list)
-    for topic, partitions in getattr(raw, "assignment", []) or []:
-        out[topic] += list(partitions)
+    entries = raw.get("assigned_partitions") if isinstance(raw, dict) else None
+    for entry in entries or []:
+        out[entry["topic"]] += list(entry["partitions"])
     return dict(out)
 
 
