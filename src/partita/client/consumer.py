@@ -67,6 +67,43 @@ def split_batches(data: bytes) -> list[memoryview]:
     return out
 
 
+def fetch_request(
+    positions: dict[TopicPartition, int],
+    *,
+    wait_ms: int,
+    min_bytes: int,
+    max_bytes: int,
+    partition_max_bytes: int,
+    isolation: int = 0,
+) -> Any:
+    """A session-less Fetch (v11) for ``positions``, as a consumer (replica id -1) sends it."""
+    topics: dict[str, list[Any]] = {}
+    for (topic, partition), position in positions.items():
+        topics.setdefault(topic, []).append(
+            FetchRequest.FetchTopic.FetchPartition(
+                partition=partition,
+                current_leader_epoch=-1,
+                fetch_offset=position,
+                last_fetched_epoch=-1,
+                log_start_offset=-1,
+                partition_max_bytes=partition_max_bytes,
+            )
+        )
+    return FetchRequest(
+        version=11,
+        replica_id=-1,
+        max_wait_ms=wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=isolation,
+        session_id=0,
+        session_epoch=-1,
+        topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+
+
 class AsyncConsumer:
     def __init__(
         self,
@@ -354,31 +391,13 @@ class AsyncConsumer:
         )
 
     async def _fetch_from(self, leader: int, partitions: list[TopicPartition], wait: float) -> None:
-        topics: dict[str, list[Any]] = {}
-        for topic, partition in partitions:
-            position = self._partitions[(topic, partition)].position
-            topics.setdefault(topic, []).append(
-                FetchRequest.FetchTopic.FetchPartition(
-                    partition=partition,
-                    current_leader_epoch=-1,
-                    fetch_offset=position,
-                    last_fetched_epoch=-1,
-                    log_start_offset=-1,
-                    partition_max_bytes=self.max_partition_fetch_bytes,
-                )
-            )
-        request = FetchRequest(
-            version=11,
-            replica_id=-1,
-            max_wait_ms=int(wait * 1000),
+        request = fetch_request(
+            {tp: self._partitions[tp].position or 0 for tp in partitions},
+            wait_ms=int(wait * 1000),
             min_bytes=self.fetch_min_bytes,
             max_bytes=self.fetch_max_bytes,
-            isolation_level=self.isolation,
-            session_id=0,
-            session_epoch=-1,
-            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
-            forgotten_topics_data=[],
-            rack_id="",
+            partition_max_bytes=self.max_partition_fetch_bytes,
+            isolation=self.isolation,
         )
         connection = await self.cluster.connection(leader)
         response = await connection.request(request)

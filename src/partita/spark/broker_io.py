@@ -1,0 +1,191 @@
+"""What the connector asks the brokers: partitions and offsets on the driver, record ranges
+on the executors.
+
+Spark calls the connector from plain threads and worker processes, so each entry point
+here is blocking and owns a short-lived event loop around partita's asyncio client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Coroutine, Iterator
+from typing import Any, TypeVar
+
+import pyarrow as pa
+
+from partita.client.cluster import Cluster
+from partita.client.consumer import AsyncConsumer, fetch_request
+from partita.errors import KafkaError
+from partita.spark.options import EARLIEST, LATEST, Subscription
+from partita.spark.planning import OffsetRange, Offsets, TopicPartition
+from partita.spark.rows import RowBuilder
+
+T = TypeVar("T")
+
+OFFSET_OUT_OF_RANGE = 1
+UNKNOWN_TOPIC_OR_PARTITION = 3
+ROWS_PER_ARROW_BATCH = 32_768
+FETCH_MAX_BYTES = 8 * 1024 * 1024
+
+
+class DataLossError(KafkaError):
+    """Offsets a query needs are gone (retention, deletion, truncation)."""
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+class BrokerView:
+    """Driver-side questions, answered over one connection per call."""
+
+    def __init__(self, bootstrap_servers: str) -> None:
+        self.bootstrap_servers = bootstrap_servers
+
+    def partitions(self, subscription: Subscription) -> list[TopicPartition]:
+        """The partitions a subscription covers right now, sorted."""
+        return _run(self._partitions(subscription))
+
+    async def _partitions(self, subscription: Subscription) -> list[TopicPartition]:
+        cluster = Cluster(self.bootstrap_servers, "partita-spark-driver")
+        try:
+            if subscription.kind == "subscribe":
+                await cluster.refresh(list(subscription.topics), auto_create=False)
+            else:
+                await cluster.refresh(None, auto_create=False)
+            found = {
+                (name, partition)
+                for name, info in cluster.topics.items()
+                if not info.error_code and subscription.matches(name)
+                for partition in info.leaders
+            }
+        finally:
+            await cluster.close()
+        if subscription.kind == "assign":
+            missing = sorted(set(subscription.partitions) - found)
+            if missing:
+                raise KafkaError(
+                    "assigned partitions do not exist: " + ", ".join(f"{t}-{p}" for t, p in missing)
+                )
+            return sorted(subscription.partitions)
+        return sorted(found)
+
+    def list_offsets(self, specs: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Offsets for timestamps or -2 (earliest) / -1 (latest); -1 where no record has
+        a timestamp at or after the one asked."""
+        if not specs:
+            return {}
+        return _run(self._list_offsets(specs))
+
+    async def _list_offsets(self, specs: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        consumer = AsyncConsumer(self.bootstrap_servers, client_id="partita-spark-driver")
+        try:
+            await consumer.start()
+            found = await consumer.list_offsets(specs)
+        finally:
+            await consumer.stop()
+        return {tp: offset for tp, (offset, _timestamp) in found.items()}
+
+    def bounds(self, partitions: list[TopicPartition]) -> tuple[Offsets, Offsets]:
+        """Earliest and latest offsets (log start offset and high watermark)."""
+        earliest = self.list_offsets(dict.fromkeys(partitions, EARLIEST))
+        latest = self.list_offsets(dict.fromkeys(partitions, LATEST))
+        return earliest, latest
+
+
+def read_range(
+    bootstrap_servers: str,
+    offset_range: OffsetRange,
+    *,
+    include_headers: bool,
+    fail_on_data_loss: bool,
+    poll_timeout_ms: int,
+) -> Iterator[pa.RecordBatch]:
+    """The records of one offset range as Arrow batches (an executor's whole job)."""
+    loop = asyncio.new_event_loop()
+    cluster = Cluster(bootstrap_servers, "partita-spark-reader")
+    tp = (offset_range.topic, offset_range.partition)
+    builder = RowBuilder(offset_range.topic, offset_range.partition, include_headers)
+    position, end = offset_range.start, offset_range.end
+    deadline = time.monotonic() + poll_timeout_ms / 1000
+    try:
+        while position < end:
+            code, high_watermark, records = loop.run_until_complete(_fetch(cluster, tp, position))
+            if code == OFFSET_OUT_OF_RANGE:
+                position = _after_lost_data(bootstrap_servers, tp, position, fail_on_data_loss)
+                if position < 0:
+                    break
+                continue
+            if code:
+                if time.monotonic() > deadline:
+                    raise KafkaError(f"fetching {tp[0]}-{tp[1]} failed with error {code}")
+                loop.run_until_complete(_refresh(cluster, tp[0]))
+                continue
+            advanced = builder.add_record_set(records, position, end)
+            if advanced > position:
+                position = advanced
+                deadline = time.monotonic() + poll_timeout_ms / 1000
+            elif high_watermark <= position or time.monotonic() > deadline:
+                # The range was planned against offsets that are no longer there: the log
+                # was truncated under us, or the records have not been replicated yet.
+                if high_watermark <= position and time.monotonic() <= deadline:
+                    time.sleep(0.05)
+                    continue
+                message = (
+                    f"{tp[0]}-{tp[1]}: offsets {position}..{end} were planned but the log "
+                    f"ends at {high_watermark}; some data may have been lost"
+                )
+                if fail_on_data_loss:
+                    raise DataLossError(message + " (set failOnDataLoss=false to skip them)")
+                break
+            if len(builder) >= ROWS_PER_ARROW_BATCH:
+                yield builder.flush()
+        if len(builder):
+            yield builder.flush()
+    finally:
+        loop.run_until_complete(cluster.close())
+        loop.close()
+
+
+def _after_lost_data(
+    bootstrap_servers: str, tp: TopicPartition, position: int, fail_on_data_loss: bool
+) -> int:
+    """Where to continue when ``position`` is out of the log's range; -1 to stop."""
+    starts, ends = BrokerView(bootstrap_servers).bounds([tp])
+    earliest, latest = starts[tp], ends[tp]
+    message = (
+        f"{tp[0]}-{tp[1]}: offset {position} is out of range (the log now holds "
+        f"{earliest}..{latest}); some data may have been lost"
+    )
+    if fail_on_data_loss:
+        raise DataLossError(message + " (set failOnDataLoss=false to skip it)")
+    return earliest if position < earliest else -1
+
+
+async def _fetch(cluster: Cluster, tp: TopicPartition, position: int) -> tuple[int, int, bytes]:
+    info = await cluster.topic(tp[0], auto_create=False)
+    leader = info.leaders.get(tp[1], -1)
+    if leader < 0:
+        return UNKNOWN_TOPIC_OR_PARTITION, -1, b""
+    request = fetch_request(
+        {tp: position},
+        wait_ms=500,
+        min_bytes=1,
+        max_bytes=FETCH_MAX_BYTES,
+        partition_max_bytes=FETCH_MAX_BYTES,
+    )
+    connection = await cluster.connection(leader)
+    response = await connection.request(request)
+    for topic in response.responses:
+        for p in topic.partitions:
+            if p.partition_index == tp[1]:
+                return p.error_code, p.high_watermark, p.records or b""
+    return UNKNOWN_TOPIC_OR_PARTITION, -1, b""
+
+
+async def _refresh(cluster: Cluster, topic: str) -> None:
+    await asyncio.sleep(0.2)
+    with contextlib.suppress(KafkaError, OSError):
+        await cluster.refresh([topic], auto_create=False)
