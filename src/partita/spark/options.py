@@ -64,9 +64,11 @@ _SOURCE_OPTIONS = {
     "fetchoffset.retryintervalms",
     "kafkaconsumer.polltimeoutms",
     "groupidprefix",
-    "path",
 }
-_SINK_OPTIONS = {"topic", "includeheaders", "path"}
+# Options Spark itself passes to a source or sink along with the user's.
+_ENGINE_OPTIONS = {"path", "checkpointlocation", "queryname"}
+_SOURCE_OPTIONS |= _ENGINE_OPTIONS
+_SINK_OPTIONS = {"topic", "includeheaders"} | _ENGINE_OPTIONS
 
 
 class OptionError(ValueError):
@@ -151,7 +153,7 @@ def _client_options(
         elif name not in allowed:
             raise OptionError(
                 f"Unknown option '{name}' for the partita {role}. Options are "
-                f"{', '.join(sorted(allowed - {'path'}))} and kafka.* client settings."
+                f"{', '.join(sorted(allowed - _ENGINE_OPTIONS))} and kafka.* client settings."
             )
     return passed
 
