@@ -123,7 +123,12 @@ def test_sink_options_map_producer_settings() -> None:
         }
     )
     assert sink.topic == "out"
-    assert sink.producer == {"acks": "1", "linger_ms": 20, "compression_type": "zstd"}
+    assert sink.producer == {
+        "acks": "1",
+        "linger_ms": 20,
+        "compression_type": "zstd",
+        "batch_size": 512 * 1024,
+    }
     with pytest.raises(OptionError, match="not supported"):
         parse_sink_options({**BOOT, "kafka.value.serializer": "x"})
     with pytest.raises(OptionError, match="not supported by the partita sink"):

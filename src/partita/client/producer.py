@@ -22,6 +22,7 @@ from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from partita.client.cluster import Cluster
 from partita.client.partitioners import Partitioner, choose_partition, load_partitioner
 from partita.errors import KafkaError
+from partita.protocol.bulk_records import RecordSet, build_producer_batch
 from partita.protocol.compression import Compression
 
 log = logging.getLogger(__name__)
@@ -54,13 +55,39 @@ class _Batch:
     futures: list[tuple[asyncio.Future[RecordMetadata], int]] = field(default_factory=list)
     encoded: bytes | None = None
     attempts: int = 0
+    record_count: int | None = None  # set for pre-encoded record sets (one future for all)
     done: asyncio.Future[None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
 
     @property
     def count(self) -> int:
-        return len(self.futures)
+        return self.record_count if self.record_count is not None else len(self.futures)
+
+
+class _EncodedRecords:
+    """A pre-encoded record set in the place of a batch builder: the producer only adds
+    its id, epoch and sequence when the batch is closed."""
+
+    def __init__(self, records: RecordSet, timestamp: int, compression: Compression) -> None:
+        self.records = records
+        self.timestamp = timestamp
+        self.compression = compression
+        self.producer_state = (-1, -1, -1)
+
+    def set_producer_state(self, producer_id: int, epoch: int, sequence: int) -> None:
+        self.producer_state = (producer_id, epoch, sequence)
+
+    def build(self) -> bytes:
+        producer_id, epoch, sequence = self.producer_state
+        return build_producer_batch(
+            self.records,
+            timestamp=self.timestamp,
+            compression=self.compression,
+            producer_id=producer_id,
+            producer_epoch=epoch,
+            base_sequence=sequence,
+        )
 
 
 def _acks(value: int | str) -> int:
@@ -172,6 +199,38 @@ class AsyncProducer:
         if self._ready:
             await asyncio.sleep(0)  # let the sender ship closed batches while we keep batching
         return future
+
+    async def send_record_set(
+        self,
+        topic: str,
+        partition: int,
+        records: RecordSet,
+        *,
+        timestamp_ms: int | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Queue records encoded in bulk (``protocol.bulk_records``) as one batch for an
+        explicit partition; the future resolves with the first record's metadata once the
+        broker acknowledged them all. Ordering with ``send`` is kept per partition."""
+        if self._closed:
+            raise RuntimeError("the producer is closed")
+        count = await self._partition_count(topic)
+        choose_partition(self.partitioner, topic, None, None, count, partition)
+        timestamp = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
+        open_batch = self._open.get((topic, partition))
+        if open_batch is not None:  # records sent before these go first
+            self._close_batch(open_batch)
+        encoded = _EncodedRecords(records, timestamp, self.compression)
+        batch = _Batch(topic, partition, encoded, time.monotonic(), record_count=records.count)
+        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        batch.futures.append((future, timestamp))
+        self._unfinished.add(batch)
+        self._close_batch(batch)
+        await asyncio.sleep(0)  # let the sender ship it while the caller encodes the next
+        return future
+
+    async def partitions_for(self, topic: str) -> int:
+        """How many partitions ``topic`` has (from metadata, refreshed when stale)."""
+        return await self._partition_count(topic)
 
     async def _partition_count(self, topic: str) -> int:
         info = await self.cluster.topic(topic)

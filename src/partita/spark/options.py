@@ -376,5 +376,8 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
             producer[target] = value.strip().lower() == "true"
         else:
             producer[target] = value
+    # The sink encodes whole record sets at a time: big batches mean few round trips.
+    # 512 KiB stays well under the broker's default max.message.bytes (1 MiB).
+    producer.setdefault("batch_size", 512 * 1024)
     topic = lowered.get("topic")
     return SinkOptions(bootstrap_servers=bootstrap, topic=topic or None, producer=producer)

@@ -19,7 +19,10 @@ the same rows in the same order, so a duplicate has the same triple.
 from __future__ import annotations
 
 import asyncio
+import functools
+import time
 import uuid
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -41,8 +44,11 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from partita.client.murmur2 import partition_for_key
+from partita.client.partitioners import DefaultPartitioner
 from partita.client.producer import AsyncProducer, RecordMetadata
 from partita.errors import KafkaError
+from partita.protocol.bulk_records import encode_record_sets
 from partita.spark.options import OptionError, SinkOptions
 
 HEADER_BATCH = "spark.batch.id"
@@ -108,30 +114,74 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
     return None if index < 0 else batch.column(index).to_pylist()
 
 
+class _Delivery:
+    """Acknowledgements still owed, bounded so a fast task cannot queue without limit."""
+
+    def __init__(self, limit: int = 32) -> None:
+        self.limit = limit
+        self.waiting: deque[asyncio.Future[RecordMetadata]] = deque()
+        self.failures: list[BaseException] = []
+
+    def _check(self, done: asyncio.Future[RecordMetadata]) -> None:
+        if not done.cancelled() and done.exception() is not None:
+            self.failures.append(done.exception())  # type: ignore[arg-type]
+
+    async def add(self, future: asyncio.Future[RecordMetadata]) -> None:
+        future.add_done_callback(self._check)
+        self.waiting.append(future)
+        while len(self.waiting) > self.limit:
+            await asyncio.wait([self.waiting.popleft()])
+        if self.failures:
+            raise KafkaError(f"records were not written: {self.failures[0]}")
+
+
+def _rows_by_partition(
+    partitions: list[int | None] | None, keys: list[bytes | None] | None, count: int, rows: int
+) -> dict[int, list[int]] | None:
+    """Row indexes per target partition: an explicit partition wins, else Java's murmur2 of
+    the key; None when some row has neither (keyless rows go by record set instead)."""
+    groups: dict[int, list[int]] = {}
+    for row in range(rows):
+        target = partitions[row] if partitions is not None else None
+        if target is None:
+            key = keys[row] if keys is not None else None
+            if key is None:
+                return None
+            target = partition_for_key(key, count)
+        elif not 0 <= target < count:
+            raise KafkaError(f"partition {target} does not exist: the topic has {count}")
+        groups.setdefault(target, []).append(row)
+    return groups
+
+
 async def produce_batches(
     options: SinkOptions, batches: Iterator[pa.RecordBatch], origin: list[tuple[str, bytes]]
 ) -> int:
-    """Produce every row; returns the row count once all are acknowledged."""
-    failures: list[BaseException] = []
+    """Produce every row; returns the row count once all are acknowledged.
 
-    def check(done: asyncio.Future[RecordMetadata]) -> None:
-        if not done.cancelled() and done.exception() is not None:
-            failures.append(done.exception())  # type: ignore[arg-type]
-
-    row = 0
+    The common shapes (one topic, default partitioner, no per-row headers) are encoded a
+    record set at a time; anything else goes record by record through ``send``."""
+    delivery = _Delivery()
+    written = 0
     async with AsyncProducer(options.bootstrap_servers, **options.producer) as producer:
+        bulk = isinstance(producer.partitioner, DefaultPartitioner)
         for batch in batches:
             values = _as_bytes(batch, "value")
             assert values is not None
             keys = _as_bytes(batch, "key")
-            topics = None if options.topic else _column(batch, "topic")
             partitions = _column(batch, "partition")
+            if bulk and options.topic and batch.schema.get_field_index("headers") < 0:
+                written += await _produce_bulk(
+                    producer, delivery, options.topic, values, keys, partitions, origin, written
+                )
+                continue
+            topics = None if options.topic else _column(batch, "topic")
             headers = _column(batch, "headers")
             for i, value in enumerate(values):
                 topic = options.topic or (topics[i] if topics else None)
                 if topic is None:
-                    raise KafkaError(f"row {row} has a null topic and no topic option is set")
-                record_headers = [*origin, (HEADER_ROW, str(row).encode())]
+                    raise KafkaError(f"row {written} has a null topic and no topic option is set")
+                record_headers = [*origin, (HEADER_ROW, str(written).encode())]
                 if headers is not None and headers[i]:
                     record_headers[:0] = [(h["key"], h["value"]) for h in headers[i]]
                 future = await producer.send(
@@ -141,14 +191,66 @@ async def produce_batches(
                     partition=partitions[i] if partitions is not None else None,
                     headers=record_headers,
                 )
-                future.add_done_callback(check)
-                row += 1
-            if failures:
-                break
+                await delivery.add(future)
+                written += 1
         await producer.flush()
-    if failures:
-        raise KafkaError(f"{len(failures)} records were not written: {failures[0]}")
-    return row
+    if delivery.failures:
+        raise KafkaError(
+            f"{len(delivery.failures)} batches were not written: {delivery.failures[0]}"
+        )
+    return written
+
+
+async def _produce_bulk(
+    producer: AsyncProducer,
+    delivery: _Delivery,
+    topic: str,
+    values: list[bytes | None],
+    keys: list[bytes | None] | None,
+    partitions: list[int | None] | None,
+    origin: list[tuple[str, bytes]],
+    row_base: int,
+) -> int:
+    count = await producer.partitions_for(topic)
+    timestamp = int(time.time() * 1000)
+    encode = functools.partial(
+        encode_record_sets,
+        values,
+        keys,
+        shared_headers=origin,
+        row_header=HEADER_ROW,
+        row_base=row_base,
+        max_bytes=producer.batch_size,
+    )
+    groups = _rows_by_partition(partitions, keys, count, len(values))
+    if groups is not None:
+        for partition, rows in groups.items():
+            for records in encode(rows):
+                await delivery.add(
+                    await producer.send_record_set(
+                        topic, partition, records, timestamp_ms=timestamp
+                    )
+                )
+    elif partitions is None and (keys is None or all(k is None for k in keys)):
+        # Keyless: whole record sets stick to one partition, as the sticky partitioner
+        # keeps a partition until a batch is full.
+        for records in encode(range(len(values))):
+            partition = producer.partitioner.partition(topic, None, None, count)
+            await delivery.add(
+                await producer.send_record_set(topic, partition, records, timestamp_ms=timestamp)
+            )
+            producer.partitioner.on_append(topic, partition, len(records.body), count)
+    else:  # a mix of keyed, keyless and explicit rows: one at a time
+        for row, value in enumerate(values):
+            future = await producer.send(
+                topic,
+                value,
+                keys[row] if keys is not None else None,
+                partition=partitions[row] if partitions is not None else None,
+                headers=[*origin, (HEADER_ROW, str(row_base + row).encode())],
+            )
+            await delivery.add(future)
+    return len(values)
 
 
 def _write(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id: str) -> WrittenRows:

@@ -1,0 +1,245 @@
+"""Spark connector benchmark: format("partita") beside the ceilings of the same Spark.
+
+    .venv/bin/python benchmarks/spark_bench.py [--records N] [--size BYTES]
+        [--partitions P] [--rounds R] [--quick] [--dir DIR]
+
+One local[2] Spark session, one partita broker (a child process, data on disk) and, in the
+same run:
+
+read  (rows/s of ``load().groupBy("partition").count()``, the topic's N records of SIZE B):
+  - partita: ``spark.read.format("partita")`` over the topic, one task per partition;
+  - (a) an in-memory Python data source with the same schema, partitions and row count,
+    yielding ready-made Arrow batches: the ceiling of Spark's Python data source API here;
+  - (b) ``spark.read.parquet`` of the same rows (Spark's JVM reader).
+write (rows/s of writing ``spark.range(N)`` as SIZE-byte values):
+  - partita: ``write.format("partita")`` into a fresh topic (acks=all, idempotent, lz4 off);
+  - a no-op Arrow writer that consumes every batch: the ceiling of the writer API.
+
+Every figure is the median over the rounds; the ratio to the ceiling is what the issue's
+target (>= 60%) is about. The write pass also fills the topic the read passes use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from partita.pipeline.flights_events import create_topic
+from partita.pipeline.local_broker import LocalBroker
+from partita.pipeline.spark_job import spark_session
+from partita.spark.rows import arrow_schema, kafka_schema
+
+ROWS_PER_BATCH = 32_768
+
+
+class InMemoryKafkaRows(DataSource):
+    """Rows shaped like the partita source's, generated in memory as Arrow batches."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "bench_in_memory"
+
+    def schema(self) -> StructType:
+        return kafka_schema(False)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return _InMemoryReader(
+            int(self.options["rows"]), int(self.options["partitions"]), int(self.options["size"])
+        )
+
+
+class _InMemoryReader(DataSourceReader):
+    def __init__(self, rows: int, partitions: int, size: int) -> None:
+        self.rows, self.partition_count, self.size = rows, partitions, size
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(p) for p in range(self.partition_count)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        import numpy as np
+
+        schema = arrow_schema(False)
+        share = self.rows // self.partition_count
+        value = b"x" * self.size
+        for start in range(0, share, ROWS_PER_BATCH):
+            n = min(ROWS_PER_BATCH, share - start)
+            values = pa.array([value] * n, pa.binary())
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.nulls(n, pa.binary()),
+                    values,
+                    pa.array(["bench"] * n, pa.string()),
+                    pa.array(np.full(n, partition.value, dtype=np.int32)),
+                    pa.array(np.arange(start, start + n, dtype=np.int64)),
+                    pa.array(
+                        np.full(n, 1_700_000_000_000_000, dtype=np.int64),
+                        schema.field("timestamp").type,
+                    ),
+                    pa.array(np.zeros(n, dtype=np.int32)),
+                ],
+                schema=schema,
+            )
+
+
+class NoopArrowSink(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "bench_noop"
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        return _NoopWriter()
+
+
+class _NoopWriter(DataSourceArrowWriter):
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        rows = sum(batch.num_rows for batch in iterator)
+        return _Count(rows)
+
+
+class _Count(WriterCommitMessage):
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+
+
+def timed(action: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def count_by_partition(df: Any, expected: int) -> None:
+    total = sum(row["count"] for row in df.groupBy("partition").count().collect())
+    if total != expected:
+        raise SystemExit(f"benchmark invalid: counted {total:,} rows, expected {expected:,}")
+
+
+def values_frame(spark: SparkSession, records: int, size: int) -> Any:
+    return spark.range(records).selectExpr(
+        f"cast(rpad(cast(id as string), {size}, 'x') as binary) as value"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="500k records, 2 rounds")
+    parser.add_argument("--dir", type=Path, default=Path("var/spark-bench"))
+    args = parser.parse_args()
+    if args.quick:
+        args.records, args.rounds = 500_000, 2
+    if args.dir.exists():
+        shutil.rmtree(args.dir)
+    args.dir.mkdir(parents=True)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+    with LocalBroker(args.dir / "broker", args.dir / "broker.log") as broker:
+        spark = spark_session("partita-spark-bench")
+        spark.dataSource.register(InMemoryKafkaRows)
+        spark.dataSource.register(NoopArrowSink)
+        n, size = args.records, args.size
+        print(
+            f"{n:,} records of {size} B, {args.partitions} partitions, local[2], "
+            f"{args.rounds} rounds; broker {broker.bootstrap}"
+        )
+
+        # -- write -----------------------------------------------------------------
+        frame = values_frame(spark, n, size).repartition(args.partitions).cache()
+        frame.count()
+        write_partita: list[float] = []
+        write_noop: list[float] = []
+        for round_ in range(args.rounds):
+            import asyncio
+
+            topic = f"bench-{round_}"
+            asyncio.run(create_topic(broker.bootstrap, topic, args.partitions))
+            write_noop.append(timed(lambda: frame.write.format("bench_noop").mode("append").save()))
+            write_partita.append(
+                timed(
+                    lambda topic=topic: (
+                        frame.write.format("partita")
+                        .mode("append")
+                        .option("kafka.bootstrap.servers", broker.bootstrap)
+                        .option("topic", topic)
+                        .save()
+                    )
+                )
+            )
+
+        # -- read ------------------------------------------------------------------
+        def partita_df() -> Any:
+            return (
+                spark.read.format("partita")
+                .option("kafka.bootstrap.servers", broker.bootstrap)
+                .option("subscribe", "bench-0")
+                .load()
+            )
+
+        parquet_path = str(args.dir / "rows.parquet")
+        partita_df().write.mode("overwrite").parquet(parquet_path)
+        memory_df = (
+            spark.read.format("bench_in_memory")
+            .option("rows", str(n))
+            .option("partitions", str(args.partitions))
+            .option("size", str(size))
+            .load()
+        )
+        read_partita, read_memory, read_parquet = [], [], []
+        for _round in range(args.rounds):
+            read_memory.append(
+                timed(lambda: count_by_partition(memory_df, n - n % args.partitions))
+            )
+            read_partita.append(timed(lambda: count_by_partition(partita_df(), n)))
+            read_parquet.append(
+                timed(lambda: count_by_partition(spark.read.parquet(parquet_path), n))
+            )
+        spark.stop()
+
+    def rate(samples: list[float]) -> float:
+        return n / statistics.median(samples)
+
+    rows = [
+        ("read", "partita format", rate(read_partita)),
+        ("read", "(a) in-memory Arrow source", rate(read_memory)),
+        ("read", "(b) parquet", rate(read_parquet)),
+        ("write", "partita format", rate(write_partita)),
+        ("write", "no-op Arrow writer", rate(write_noop)),
+    ]
+    print(f"\n{'path':6} {'source / sink':28} {'rows/s':>12}")
+    for path, name, value in rows:
+        print(f"{path:6} {name:28} {value:12,.0f}")
+    read_ratio = rate(read_partita) / rate(read_memory)
+    write_ratio = rate(write_partita) / rate(write_noop)
+    print(
+        f"\nread:  partita / in-memory ceiling = {read_ratio:.0%} (target >= 60%: "
+        f"{'PASS' if read_ratio >= 0.6 else 'MISS'}); partita / parquet = "
+        f"{rate(read_partita) / rate(read_parquet):.0%}"
+    )
+    print(
+        f"write: partita / no-op writer       = {write_ratio:.0%} (target >= 60%: "
+        f"{'PASS' if write_ratio >= 0.6 else 'MISS'})"
+    )
+
+
+if __name__ == "__main__":
+    main()
