@@ -8,7 +8,6 @@ from buffers without touching each row.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -30,6 +29,7 @@ from pyspark.sql.types import (
 
 from partita.client.consumer import split_batches
 from partita.errors import CorruptRecordError
+from partita.spark.record_columns import Columns, decode_columns
 
 
 def kafka_schema(include_headers: bool = False) -> StructType:
@@ -65,80 +65,84 @@ def _constant_string(text: str, count: int) -> pa.Array:
 
 @dataclass(slots=True)
 class RowBuilder:
-    """Rows of one topic partition, collected batch by batch, emitted as Arrow."""
+    """Rows of one topic partition, collected fetch by fetch, emitted as Arrow.
+
+    Without headers, batches are decoded column-wise (``record_columns``); headers need
+    a look at every record, which aiokafka's compiled decoder does."""
 
     topic: str
     partition: int
     include_headers: bool = False
     check_crcs: bool = True
-    keys: list[bytes | None] = field(default_factory=list)
-    values: list[bytes | None] = field(default_factory=list)
-    offsets: list[int] = field(default_factory=list)
-    timestamps: list[int] = field(default_factory=list)
-    # (row count so far, timestamp type) at each change, so the column is built in runs.
-    timestamp_types: list[tuple[int, int]] = field(default_factory=list)
+    chunks: list[Columns] = field(default_factory=list)
     headers: list[list[tuple[str, bytes | None]]] = field(default_factory=list)
+    rows: int = 0
 
     def __len__(self) -> int:
-        return len(self.offsets)
-
-    def add_batch(self, raw: memoryview, start: int, end: int) -> int:
-        """Add the records of one v2 batch whose offsets fall in ``[start, end)``; returns
-        the offset after the batch, where the next read continues."""
-        batch: Any = DefaultRecordBatch(bytearray(raw))
-        if self.check_crcs and not batch.validate_crc():
-            raise CorruptRecordError(
-                f"{self.topic}-{self.partition}: batch at offset {batch.base_offset} failed its CRC"
-            )
-        next_offset: int = batch.next_offset
-        if batch.is_control_batch or next_offset <= start:
-            return next_offset
-        records = list(batch)
-        if batch.base_offset < start or next_offset > end:
-            records = [r for r in records if start <= r.offset < end]
-        if not records:
-            return next_offset
-        timestamp_type: int = batch.timestamp_type
-        if not self.timestamp_types or self.timestamp_types[-1][1] != timestamp_type:
-            self.timestamp_types.append((len(self.offsets), timestamp_type))
-        self.keys.extend([r.key for r in records])
-        self.values.extend([r.value for r in records])
-        self.offsets.extend([r.offset for r in records])
-        self.timestamps.extend([r.timestamp for r in records])
-        if self.include_headers:
-            self.headers.extend([list(r.headers) for r in records])
-        return next_offset
+        return self.rows
 
     def add_record_set(self, data: bytes, start: int, end: int) -> int:
         """Add every whole batch of a fetched record set; returns the next offset to fetch."""
-        position = start
-        for raw in split_batches(data):
-            position = max(position, self.add_batch(raw, start, end))
-        return position
+        if self.include_headers:
+            columns, next_offset = self._decode_with_headers(data, start, end)
+        else:
+            columns, next_offset = decode_columns(data, start, end, self.check_crcs)
+        if columns is not None:
+            self.chunks.append(columns)
+            self.rows += len(columns)
+        return max(start, next_offset)
 
-    def _timestamp_type_column(self, count: int) -> pa.Array:
-        column = np.empty(count, dtype=np.int32)
-        bounds = [*self.timestamp_types, (count, 0)]
-        for (lo, kind), (hi, _next) in itertools.pairwise(bounds):
-            column[lo:hi] = kind
-        return pa.array(column, pa.int32())
+    def _decode_with_headers(self, data: bytes, start: int, end: int) -> tuple[Columns | None, int]:
+        keys: list[bytes | None] = []
+        values: list[bytes | None] = []
+        offsets: list[int] = []
+        timestamps: list[int] = []
+        kinds: list[int] = []
+        next_offset = start
+        for raw in split_batches(data):
+            batch: Any = DefaultRecordBatch(bytearray(raw))
+            if self.check_crcs and not batch.validate_crc():
+                raise CorruptRecordError(
+                    f"{self.topic}-{self.partition}: batch at offset {batch.base_offset} "
+                    "failed its CRC"
+                )
+            next_offset = max(next_offset, batch.next_offset)
+            if batch.is_control_batch or batch.next_offset <= start:
+                continue
+            records = [r for r in batch if start <= r.offset < end]
+            keys.extend([r.key for r in records])
+            values.extend([r.value for r in records])
+            offsets.extend([r.offset for r in records])
+            timestamps.extend([r.timestamp for r in records])
+            kinds.extend([batch.timestamp_type] * len(records))
+            self.headers.extend([list(r.headers) for r in records])
+        if not offsets:
+            return None, next_offset
+        columns = Columns(
+            keys=pa.array(keys, pa.binary()),
+            values=pa.array(values, pa.binary()),
+            offsets=np.array(offsets, dtype=np.int64),
+            timestamps_ms=np.array(timestamps, dtype=np.int64),
+            timestamp_types=np.array(kinds, dtype=np.int32),
+        )
+        return columns, next_offset
 
     def flush(self) -> pa.RecordBatch:
         """The rows gathered so far as one Arrow record batch; the builder starts empty."""
-        count = len(self.offsets)
+        count = self.rows
         schema = arrow_schema(self.include_headers)
-        millis = np.fromiter(self.timestamps, dtype=np.int64, count=count)
+        chunks = self.chunks
+        millis = np.concatenate([c.timestamps_ms for c in chunks])
         columns = [
-            pa.array(self.keys, pa.binary()),
-            pa.array(self.values, pa.binary()),
+            pa.concat_arrays([c.keys for c in chunks]),
+            pa.concat_arrays([c.values for c in chunks]),
             _constant_string(self.topic, count),
             pa.array(np.full(count, self.partition, dtype=np.int32), pa.int32()),
-            pa.array(np.fromiter(self.offsets, dtype=np.int64, count=count), pa.int64()),
+            pa.array(np.concatenate([c.offsets for c in chunks]), pa.int64()),
             pa.array(millis * 1000, schema.field("timestamp").type),
-            self._timestamp_type_column(count),
+            pa.array(np.concatenate([c.timestamp_types for c in chunks]), pa.int32()),
         ]
         if self.include_headers:
             columns.append(pa.array(self.headers, schema.field("headers").type))
-        self.keys, self.values, self.offsets, self.timestamps = [], [], [], []
-        self.timestamp_types, self.headers = [], []
+        self.chunks, self.headers, self.rows = [], [], 0
         return pa.RecordBatch.from_arrays(columns, schema=schema)
