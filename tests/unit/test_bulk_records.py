@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pyarrow as pa
 from aiokafka.record.default_records import DefaultRecordBatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -44,9 +46,9 @@ def test_record_sets_decode_to_the_rows_given(
     values = [v for _k, v in rows]
     chosen = list(range(0, len(rows), 2)) + list(range(1, len(rows), 2))  # any row order
     sets = encode_record_sets(
-        values,
-        keys,
-        chosen,
+        pa.array(values, pa.binary()),
+        pa.array(keys, pa.binary()),
+        np.array(chosen, dtype=np.int64),
         shared_headers=SHARED if with_headers else (),
         row_header="row" if with_headers else None,
         row_base=1000,

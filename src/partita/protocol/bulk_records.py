@@ -12,6 +12,10 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from partita.protocol.compression import Compression, compress
 from partita.protocol.record_batch import (
     CRC_POS,
@@ -65,74 +69,129 @@ class RecordSet:
     first_row: int
 
 
+_TABLE = pa.array([*_VARINTS, _NULL], pa.binary())  # the last entry encodes -1 (null)
+_TABLE_LENGTHS = np.array([*(len(v) for v in _VARINTS), len(_NULL)], dtype=np.int64)
+
+
+def _varint_column(numbers: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """Varints of ``numbers`` (-1 for null) as a binary column, and their sizes."""
+    index = np.where(numbers < 0, _TABLE_SIZE, numbers)
+    if (index > _TABLE_SIZE).any():  # a rare big value: outside the lookup table
+        encoded = pa.array([varint(int(n)) for n in numbers], pa.binary())
+        return encoded, np.array([len(v) for v in encoded.to_pylist()], dtype=np.int64)
+    return _TABLE.take(pa.array(index)), _TABLE_LENGTHS[index]
+
+
+# Record prefixes after the length: attributes 0, timestamp delta 0, then the offset delta.
+_DELTA_PREFIXES = pa.array([b"\x00\x00" + v for v in _VARINTS], pa.binary())
+_DELTA_PREFIX_LENGTHS = np.array([2 + len(v) for v in _VARINTS], dtype=np.int64)
+# A null key followed by the value's length varint (the last entry: a null value too).
+_KEYLESS_VALUE_LENGTHS = pa.array([_NULL + v for v in [*_VARINTS, _NULL]], pa.binary())
+
+
+def _delta_prefixes(count: int) -> tuple[pa.Array, np.ndarray]:
+    if count > _TABLE_SIZE:
+        encoded = pa.array([b"\x00\x00" + varint(i) for i in range(count)], pa.binary())
+        return encoded, np.array([2 + len(varint(i)) for i in range(count)], dtype=np.int64)
+    return _DELTA_PREFIXES.slice(0, count), _DELTA_PREFIX_LENGTHS[:count]
+
+
+def _no_nulls(column: pa.Array) -> pa.Array:
+    # A null joins as nothing: its length varint already says -1.
+    return column.fill_null(b"") if column.null_count else column
+
+
+def _lengths(column: pa.Array) -> np.ndarray:
+    return np.asarray(pc.binary_length(column).fill_null(-1), dtype=np.int64)
+
+
 def encode_record_sets(
-    values: Sequence[bytes | None],
-    keys: Sequence[bytes | None] | None,
-    rows: Sequence[int],
+    values: pa.Array,
+    keys: pa.Array | None,
+    rows: np.ndarray | None = None,
     *,
     shared_headers: Sequence[tuple[str, bytes | None]] = (),
     row_header: str | None = None,
     row_base: int = 0,
     max_bytes: int = 1 << 20,
 ) -> list[RecordSet]:
-    """Encode ``rows`` (indexes into the columns) as record sets of at most ``max_bytes``
-    each (one record always fits). Every record gets ``shared_headers`` and, when
-    ``row_header`` is set, a header of that name holding ``row_base`` + the row index in
-    decimal, which names the record across retries."""
-    shared = encode_headers(shared_headers)
+    """Encode the binary columns ``values`` and ``keys`` (the rows at ``rows``, or all) as
+    record sets of at most ``max_bytes`` each (one record always fits). Every record gets
+    ``shared_headers`` and, when ``row_header`` is set, a header of that name holding
+    ``row_base`` + the row index in decimal, which names the record across retries.
+
+    No Python runs per record: lengths and varints are numpy and table lookups, and the
+    records are concatenated by Arrow's element-wise binary join, whose data buffer is
+    the record set."""
+    if rows is None:
+        rows = np.arange(len(values), dtype=np.int64)
+        picked_values, picked_keys = values, keys
+    else:
+        picked_values = values.take(pa.array(rows))
+        picked_keys = keys.take(pa.array(rows)) if keys is not None else None
+    if len(rows) == 0:
+        return []
+    if picked_keys is not None and picked_keys.null_count == len(picked_keys):
+        picked_keys = None
+    value_lengths = _lengths(picked_values)
+    # Between the prefix and the value: the key's length, the key, the value's length.
+    middle: list[pa.Array]
+    if picked_keys is None:
+        index = np.where(value_lengths < 0, _TABLE_SIZE, value_lengths)
+        if (index > _TABLE_SIZE).any():
+            keyless, keyless_sizes = _varint_column(value_lengths)
+            middle = [pa.array([_NULL] * len(rows), pa.binary()), keyless]
+            middle_sizes = 1 + keyless_sizes
+        else:
+            middle = [_KEYLESS_VALUE_LENGTHS.take(pa.array(index))]
+            middle_sizes = 1 + _TABLE_LENGTHS[index]
+    else:
+        key_lengths = _lengths(picked_keys)
+        key_part, key_part_sizes = _varint_column(key_lengths)
+        value_part, value_part_sizes = _varint_column(value_lengths)
+        middle = [key_part, _no_nulls(picked_keys), value_part]
+        middle_sizes = key_part_sizes + np.maximum(key_lengths, 0) + value_part_sizes
+
     header_count = len(shared_headers) + (row_header is not None)
-    count_bytes = varint(header_count)
-    row_name = b""
+    tail = varint(header_count) + encode_headers(shared_headers)
+    pieces_after_value: list[pa.Array | pa.Scalar] = []
+    row_sizes = np.zeros(len(rows), dtype=np.int64)
     if row_header is not None:
         name = row_header.encode()
-        row_name = varint(len(name)) + name
-    # attributes and timestamp delta (0: one timestamp per set), then the header count
-    prefix = b"\x00\x00"
-    tail = count_bytes + shared + row_name
-    fixed = len(prefix) + len(tail)
-    table, table_size, null = _VARINTS, _TABLE_SIZE, _NULL
-    out: list[RecordSet] = []
-    parts: list[bytes] = []
-    size = 0
-    delta = 0
-    first = rows[0] if rows else 0
-    for row in rows:
-        value = values[row]
-        key = keys[row] if keys is not None else None
-        rest = fixed
-        if value is None:
-            value_part = null + tail
-            rest += 1
-        else:
-            n = len(value)
-            value_part = (table[n] if n < table_size else varint(n)) + value + tail
-            rest += len(value_part) - len(tail)
-        if key is None:
-            key_part = null
-            rest += 1
-        else:
-            n = len(key)
-            key_part = (table[n] if n < table_size else varint(n)) + key
-            rest += len(key_part)
-        if row_header is not None:
-            number = str(row_base + row).encode()
-            number_part = table[len(number)] + number
-            rest += len(number_part)
-        if parts and size + rest + 6 > max_bytes:  # 6: room for the two varints below
-            out.append(RecordSet(b"".join(parts), delta, first))
-            parts, size, delta, first = [], 0, 0, row
-        delta_part = table[delta] if delta < table_size else varint(delta)
-        length = rest + len(delta_part)
-        length_part = table[length] if length < table_size else varint(length)
-        if row_header is not None:
-            parts += (length_part, prefix, delta_part, key_part, value_part, number_part)
-        else:
-            parts += (length_part, prefix, delta_part, key_part, value_part)
-        size += length + len(length_part)
-        delta += 1
-    if parts:
-        out.append(RecordSet(b"".join(parts), delta, first))
-    return out
+        tail += varint(len(name)) + name
+        numbers = pc.cast(pa.array(rows + row_base), pa.string()).cast(pa.binary())
+        number_lengths, number_sizes = _varint_column(_lengths(numbers))
+        pieces_after_value = [number_lengths, numbers]
+        row_sizes = number_sizes + _lengths(numbers)
+    rest = middle_sizes + np.maximum(value_lengths, 0) + len(tail) + row_sizes
+    # Cut greedily, leaving room for each record's offset-delta and length varints (three
+    # bytes each cover a million records of up to a megabyte).
+    cumulative = np.cumsum(rest + 6)
+    sets: list[RecordSet] = []
+    start = 0
+    while start < len(rows):
+        taken = cumulative[start - 1] if start else 0
+        stop = int(np.searchsorted(cumulative, taken + max_bytes, side="right"))
+        stop = max(stop, start + 1)
+        count = stop - start
+        prefixes, prefix_sizes = _delta_prefixes(count)
+        lengths, _sizes = _varint_column(rest[start:stop] + prefix_sizes)
+        joined = pc.binary_join_element_wise(
+            lengths,
+            prefixes,
+            *(piece.slice(start, count) for piece in middle),
+            _no_nulls(picked_values.slice(start, count)),
+            pa.scalar(tail, pa.binary()),
+            *(piece.slice(start, count) for piece in pieces_after_value),
+            pa.scalar(b"", pa.binary()),
+        )
+        offsets = np.frombuffer(joined.buffers()[1], dtype=np.int32)[
+            joined.offset : joined.offset + count + 1
+        ]
+        body = joined.buffers()[2][int(offsets[0]) : int(offsets[-1])].to_pybytes()
+        sets.append(RecordSet(body, count, int(rows[start])))
+        start = stop
+    return sets
 
 
 def build_producer_batch(

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import TaskContext
@@ -98,15 +99,14 @@ def check_schema(schema: StructType, options: SinkOptions) -> None:
             )
 
 
-def _as_bytes(batch: pa.RecordBatch, name: str) -> list[bytes | None] | None:
+def _binary(batch: pa.RecordBatch, name: str) -> pa.Array | None:
     index = batch.schema.get_field_index(name)
     if index < 0:
         return None
     column = batch.column(index)
-    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-        column = pc.cast(column, pa.binary())  # zero-copy: same bytes, new type
-    result: list[bytes | None] = column.to_pylist()
-    return result
+    if not pa.types.is_binary(column.type):
+        column = pc.cast(column, pa.binary())  # from string: the same bytes, a new type
+    return column
 
 
 def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
@@ -136,22 +136,30 @@ class _Delivery:
 
 
 def _rows_by_partition(
-    partitions: list[int | None] | None, keys: list[bytes | None] | None, count: int, rows: int
-) -> dict[int, list[int]] | None:
+    partitions: pa.Array | None, keys: pa.Array | None, count: int, rows: int
+) -> dict[int, np.ndarray] | None:
     """Row indexes per target partition: an explicit partition wins, else Java's murmur2 of
     the key; None when some row has neither (keyless rows go by record set instead)."""
-    groups: dict[int, list[int]] = {}
-    for row in range(rows):
-        target = partitions[row] if partitions is not None else None
-        if target is None:
-            key = keys[row] if keys is not None else None
-            if key is None:
-                return None
-            target = partition_for_key(key, count)
-        elif not 0 <= target < count:
-            raise KafkaError(f"partition {target} does not exist: the topic has {count}")
-        groups.setdefault(target, []).append(row)
-    return groups
+    explicit = (
+        np.asarray(partitions.fill_null(-1), dtype=np.int64)
+        if partitions is not None
+        else np.full(rows, -1, dtype=np.int64)
+    )
+    if ((explicit >= count) | (explicit < -1)).any():
+        bad = int(explicit[(explicit >= count) | (explicit < -1)][0])
+        raise KafkaError(f"partition {bad} does not exist: the topic has {count}")
+    missing = np.flatnonzero(explicit < 0)
+    if len(missing):
+        if keys is None:
+            return None
+        chosen = keys.take(pa.array(missing)).to_pylist()
+        if any(key is None for key in chosen):
+            return None
+        explicit[missing] = [partition_for_key(key, count) for key in chosen]
+    order = np.argsort(explicit, kind="stable")
+    targets, firsts = np.unique(explicit[order], return_index=True)
+    groups = np.split(order, firsts[1:])
+    return {int(t): g for t, g in zip(targets, groups, strict=True)}
 
 
 async def produce_batches(
@@ -166,15 +174,27 @@ async def produce_batches(
     async with AsyncProducer(options.bootstrap_servers, **options.producer) as producer:
         bulk = isinstance(producer.partitioner, DefaultPartitioner)
         for batch in batches:
-            values = _as_bytes(batch, "value")
-            assert values is not None
-            keys = _as_bytes(batch, "key")
-            partitions = _column(batch, "partition")
+            value_column = _binary(batch, "value")
+            assert value_column is not None
+            key_column = _binary(batch, "key")
             if bulk and options.topic and batch.schema.get_field_index("headers") < 0:
+                index = batch.schema.get_field_index("partition")
                 written += await _produce_bulk(
-                    producer, delivery, options.topic, values, keys, partitions, origin, written
+                    producer,
+                    delivery,
+                    options.topic,
+                    value_column,
+                    key_column,
+                    batch.column(index) if index >= 0 else None,
+                    origin,
+                    written,
                 )
                 continue
+            values: list[bytes | None] = value_column.to_pylist()
+            keys: list[bytes | None] | None = (
+                key_column.to_pylist() if key_column is not None else None
+            )
+            partitions = _column(batch, "partition")
             topics = None if options.topic else _column(batch, "topic")
             headers = _column(batch, "headers")
             for i, value in enumerate(values):
@@ -205,9 +225,9 @@ async def _produce_bulk(
     producer: AsyncProducer,
     delivery: _Delivery,
     topic: str,
-    values: list[bytes | None],
-    keys: list[bytes | None] | None,
-    partitions: list[int | None] | None,
+    values: pa.Array,
+    keys: pa.Array | None,
+    partitions: pa.Array | None,
     origin: list[tuple[str, bytes]],
     row_base: int,
 ) -> int:
@@ -223,30 +243,33 @@ async def _produce_bulk(
         max_bytes=producer.batch_size,
     )
     groups = _rows_by_partition(partitions, keys, count, len(values))
+    keyless = partitions is None and (keys is None or keys.null_count == len(keys))
     if groups is not None:
         for partition, rows in groups.items():
             for records in encode(rows):
-                await delivery.add(
-                    await producer.send_record_set(
-                        topic, partition, records, timestamp_ms=timestamp
-                    )
+                future = await producer.send_record_set(
+                    topic, partition, records, timestamp_ms=timestamp
                 )
-    elif partitions is None and (keys is None or all(k is None for k in keys)):
-        # Keyless: whole record sets stick to one partition, as the sticky partitioner
-        # keeps a partition until a batch is full.
-        for records in encode(range(len(values))):
+                await delivery.add(future)
+    elif keyless:
+        # Whole record sets stick to one partition, as the sticky partitioner keeps a
+        # partition until a batch is full.
+        for records in encode(None):
             partition = producer.partitioner.partition(topic, None, None, count)
-            await delivery.add(
-                await producer.send_record_set(topic, partition, records, timestamp_ms=timestamp)
+            future = await producer.send_record_set(
+                topic, partition, records, timestamp_ms=timestamp
             )
+            await delivery.add(future)
             producer.partitioner.on_append(topic, partition, len(records.body), count)
     else:  # a mix of keyed, keyless and explicit rows: one at a time
-        for row, value in enumerate(values):
+        key_list = keys.to_pylist() if keys is not None else None
+        partition_list = partitions.to_pylist() if partitions is not None else None
+        for row, value in enumerate(values.to_pylist()):
             future = await producer.send(
                 topic,
                 value,
-                keys[row] if keys is not None else None,
-                partition=partitions[row] if partitions is not None else None,
+                key_list[row] if key_list is not None else None,
+                partition=partition_list[row] if partition_list is not None else None,
                 headers=[*origin, (HEADER_ROW, str(row_base + row).encode())],
             )
             await delivery.add(future)
