@@ -127,7 +127,7 @@ def test_sink_options_map_producer_settings() -> None:
         "acks": "1",
         "linger_ms": 20,
         "compression_type": "zstd",
-        "batch_size": 512 * 1024,
+        "batch_size": 1_000_000,
     }
     with pytest.raises(OptionError, match="not supported"):
         parse_sink_options({**BOOT, "kafka.value.serializer": "x"})
