@@ -74,3 +74,34 @@ def test_latest_reset_sees_only_new_records(broker: BrokerProcess) -> None:
             return [r.value for r in records]
 
     assert asyncio.run(run()) == [b"new"]
+
+
+def test_pause_and_seek_keep_every_record_while_fetching_ahead(broker: BrokerProcess) -> None:
+    """Records fetched ahead but not handed out are neither lost by pause() nor delivered
+    after a seek() that moved away from them."""
+    create_topic(broker.bootstrap, "ahead", partitions=1)
+    produce(broker.bootstrap, "ahead", [{"value": b"%d" % i, "partition": 0} for i in range(300)])
+    tp = ("ahead", 0)
+
+    async def run() -> None:
+        async with AsyncConsumer(broker.bootstrap, auto_offset_reset="earliest") as consumer:
+            consumer.assign([tp])
+            first = await consumer.getmany(5000, max_records=10)
+            assert [r.offset for r in first] == list(range(10))
+            consumer.pause(tp)  # 290 records sit in the buffer or in flight
+            assert await consumer.getmany(300) == []
+            consumer.resume(tp)
+            rest: list[int] = []
+            while len(rest) < 290:
+                batch = await consumer.getmany(5000, max_records=50)
+                assert batch, "records were lost across pause/resume"
+                rest += [r.offset for r in batch]
+            assert rest == list(range(10, 300))
+            assert await consumer.position(tp) == 300
+
+            consumer.seek(tp, 120)  # a fetch ahead may be in flight from offset 300
+            moved = await consumer.getmany(5000, max_records=5)
+            assert [r.offset for r in moved] == list(range(120, 125))
+            assert await consumer.position(tp) == 125
+
+    asyncio.run(run())

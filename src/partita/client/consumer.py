@@ -12,7 +12,7 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from aiokafka.record.default_records import DefaultRecordBatch
@@ -45,11 +45,18 @@ class _PartitionState:
     delivered: int | None = None  # the next offset to hand to the application
     paused: bool = False
     high_watermark: int = -1
+    # Bumped whenever the position is moved by the application (seek, reset, pause): a
+    # fetch that was already in flight for the old position is then thrown away.
+    epoch: int = 0
 
 
 @dataclass(slots=True)
-class _Fetched:
-    records: deque[ConsumerRecord] = field(default_factory=deque)
+class _Chunk:
+    """Fetched records of one partition, handed out front to back."""
+
+    tp: TopicPartition
+    records: list[ConsumerRecord]
+    next: int = 0
 
 
 def split_batches(data: bytes) -> list[memoryview]:
@@ -135,7 +142,10 @@ class AsyncConsumer:
         self.isolation = 1 if isolation_level == "read_committed" else 0
         self.cluster = Cluster(bootstrap_servers, client_id)
         self._partitions: dict[TopicPartition, _PartitionState] = {}
-        self._buffer: deque[ConsumerRecord] = deque()
+        self._chunks: deque[_Chunk] = deque()
+        # The fetch in flight, started as soon as the buffer runs dry so that the next
+        # records arrive while the application works on the last ones.
+        self._fetching: asyncio.Task[None] | None = None
         self.group: GroupMember | None = None
         if group_id is not None:
             strategies = list(partition_assignment_strategy)
@@ -157,6 +167,11 @@ class AsyncConsumer:
         await self.cluster.refresh([])
 
     async def stop(self) -> None:
+        if self._fetching is not None:
+            self._fetching.cancel()
+            with contextlib.suppress(BaseException):
+                await self._fetching
+            self._fetching = None
         if self.group is not None:
             if self.auto_commit and self._subscribed:
                 with contextlib.suppress(Exception):
@@ -228,7 +243,7 @@ class AsyncConsumer:
     def assign(self, partitions: list[TopicPartition]) -> None:
         kept = {tp: self._partitions.get(tp, _PartitionState()) for tp in partitions}
         self._partitions = kept
-        self._buffer = deque(r for r in self._buffer if (r.topic, r.partition) in kept)
+        self._chunks = deque(c for c in self._chunks if c.tp in kept)
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._partitions)
@@ -266,7 +281,14 @@ class AsyncConsumer:
         return {tp for tp, s in self._partitions.items() if s.paused}
 
     def _drop_buffered(self, tp: TopicPartition) -> None:
-        self._buffer = deque(r for r in self._buffer if (r.topic, r.partition) != tp)
+        """Forget what was fetched for ``tp`` but not handed out: the next fetch starts
+        again at the first record the application has not seen."""
+        self._chunks = deque(c for c in self._chunks if c.tp != tp)
+        state = self._partitions.get(tp)
+        if state is not None:
+            state.epoch += 1
+            if state.delivered is not None:
+                state.position = state.delivered
 
     # -- offset lookups ----------------------------------------------------------
 
@@ -351,27 +373,47 @@ class AsyncConsumer:
         """Up to ``max_records`` records, waiting at most ``timeout_ms`` for some."""
         deadline = time.monotonic() + timeout_ms / 1000
         await self._maintain_group()
-        while not self._buffer:
+        while not self._chunks:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self._partitions:
                 if not self._partitions and remaining > 0:
                     await asyncio.sleep(remaining)
                 return []
-            await self._fetch_once(min(remaining, self.fetch_max_wait_ms / 1000))
+            fetching = self._start_fetch()
+            await asyncio.wait([fetching], timeout=remaining)
+            if not fetching.done():
+                continue  # time is up: the fetch goes on and serves the next call
+            self._fetching = None
+            fetching.result()  # a failed fetch raises here, in the caller
             if self.group is not None and self.group.needs_rejoin:
                 break
+        out = self._hand_out(max_records)
+        if not self._chunks:
+            self._start_fetch()
+        return out
+
+    def _start_fetch(self) -> asyncio.Task[None]:
+        if self._fetching is None:
+            self._fetching = asyncio.create_task(self._fetch_once(self.fetch_max_wait_ms / 1000))
+        return self._fetching
+
+    def _hand_out(self, max_records: int) -> list[ConsumerRecord]:
         out: list[ConsumerRecord] = []
-        while self._buffer and len(out) < max_records:
-            out.append(self._buffer.popleft())
-        # What was handed out is what position() and commit() count as consumed; records
-        # fetched but still buffered are not.
-        last: dict[TopicPartition, int] = {}
-        for record in out:
-            last[(record.topic, record.partition)] = record.offset + 1
-        for tp, offset in last.items():
-            state = self._partitions.get(tp)
+        while self._chunks and len(out) < max_records:
+            chunk = self._chunks[0]
+            stop = min(len(chunk.records), chunk.next + max_records - len(out))
+            if not out and chunk.next == 0 and stop == len(chunk.records):
+                out = chunk.records  # the whole chunk: no copy
+            else:
+                out.extend(chunk.records[chunk.next : stop])
+            chunk.next = stop
+            # What was handed out is what position() and commit() count as consumed;
+            # records fetched but still buffered are not.
+            state = self._partitions.get(chunk.tp)
             if state is not None:
-                state.delivered = offset
+                state.delivered = chunk.records[stop - 1].offset + 1
+            if stop == len(chunk.records):
+                self._chunks.popleft()
         return out
 
     async def _fetch_once(self, wait: float) -> None:
@@ -399,13 +441,14 @@ class AsyncConsumer:
             partition_max_bytes=self.max_partition_fetch_bytes,
             isolation=self.isolation,
         )
+        epochs = {tp: self._partitions[tp].epoch for tp in partitions}
         connection = await self.cluster.connection(leader)
         response = await connection.request(request)
         for topic in response.responses:
             for p in topic.partitions:
                 tp = (topic.topic, p.partition_index)
                 state = self._partitions.get(tp)
-                if state is None or state.paused:
+                if state is None or state.paused or state.epoch != epochs.get(tp):
                     continue
                 if p.error_code == OFFSET_OUT_OF_RANGE:
                     state.position = state.delivered = None
@@ -419,32 +462,34 @@ class AsyncConsumer:
 
     def _absorb(self, tp: TopicPartition, state: _PartitionState, data: bytes) -> None:
         position = state.position or 0
+        topic, partition = tp
+        fetched: list[ConsumerRecord] = []
         for raw in split_batches(data):
             batch = DefaultRecordBatch(bytearray(raw))
             if self.check_crcs and not batch.validate_crc():
                 raise CorruptRecordError(
-                    f"{tp[0]}-{tp[1]}: batch at offset {batch.base_offset} failed its CRC"
+                    f"{topic}-{partition}: batch at offset {batch.base_offset} failed its CRC"
                 )
-            if batch.is_control_batch:
-                position = max(position, batch.next_offset)
-                continue
-            for record in batch:
-                if record.offset < position:
-                    continue
-                self._buffer.append(
+            if not batch.is_control_batch:
+                kind = batch.timestamp_type
+                fetched += [
                     ConsumerRecord(
-                        tp[0],
-                        tp[1],
-                        record.offset,
-                        record.timestamp,
-                        record.timestamp_type,
-                        record.key,
-                        record.value,
-                        list(record.headers),
+                        topic,
+                        partition,
+                        r.offset,
+                        r.timestamp,
+                        kind,
+                        r.key,
+                        r.value,
+                        list(r.headers),
                     )
-                )
+                    for r in batch
+                    if r.offset >= position
+                ]
             position = max(position, batch.next_offset)
         state.position = position
+        if fetched:
+            self._chunks.append(_Chunk(tp, fetched))
 
     def highwater(self, tp: TopicPartition) -> int:
         return self._partitions[tp].high_watermark
