@@ -1,4 +1,4 @@
-"""partita's asyncio admin client: topics, partitions, configs, records."""
+"""partita's asyncio admin client: topics, partitions, configs, records, groups."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.metadata import MetadataRequest
 
+from partita.client import group_admin
 from partita.client.cluster import Cluster
+from partita.client.group_admin import GroupDescription, GroupListing
 from partita.errors import KafkaError
 
 TOPIC_RESOURCE = 2
@@ -222,3 +224,20 @@ class AsyncAdmin:
             _check(p.error_code, None, f"cannot delete records of {topic}-{p.partition_index}")
             out[p.partition_index] = p.low_watermark
         return out
+
+    # -- consumer groups -----------------------------------------------------------
+
+    async def list_groups(self) -> list[GroupListing]:
+        return await group_admin.list_groups(self.cluster)
+
+    async def describe_group(self, group_id: str) -> GroupDescription:
+        return await group_admin.describe_group(self.cluster, group_id)
+
+    async def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
+        return await group_admin.delete_groups(self.cluster, group_ids)
+
+    async def group_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
+        return await group_admin.group_offsets(self.cluster, group_id)
+
+    async def alter_group_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
+        await group_admin.alter_group_offsets(self.cluster, group_id, offsets)

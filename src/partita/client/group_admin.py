@@ -1,0 +1,192 @@
+"""Consumer group administration: list, describe and delete groups, read and alter their
+committed offsets. Each call goes to the group's coordinator, found with FindCoordinator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
+from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
+from kafka.protocol.metadata import FindCoordinatorRequest
+
+from partita.client.cluster import Cluster
+from partita.client.connection import BrokerConnection
+from partita.errors import KafkaError
+from partita.protocol.consumer_protocol import decode_assignment
+
+TopicPartition = tuple[str, int]
+
+
+class GroupAdminError(KafkaError):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"{message} (error {code})")
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberDescription] = field(default_factory=list)
+
+
+async def _coordinator(cluster: Cluster, group_id: str) -> BrokerConnection:
+    connection = await cluster.any_connection()
+    response = await connection.request(FindCoordinatorRequest(version=3, key=group_id, key_type=0))
+    if response.error_code:
+        raise GroupAdminError(response.error_code, f"no coordinator for group {group_id!r}")
+    coordinator = BrokerConnection(response.host, response.port, cluster.client_id)
+    await coordinator.connect()
+    return coordinator
+
+
+async def list_groups(cluster: Cluster) -> list[GroupListing]:
+    """Every group on every broker (each broker lists the groups it coordinates)."""
+    await cluster.refresh([])
+    found: dict[str, GroupListing] = {}
+    for node in sorted(cluster.brokers):
+        connection = await cluster.connection(node)
+        response = await connection.request(ListGroupsRequest(version=4, states_filter=[]))
+        if response.error_code:
+            raise GroupAdminError(response.error_code, f"broker {node} cannot list groups")
+        for group in response.groups:
+            found[group.group_id] = GroupListing(
+                group.group_id, group.protocol_type, group.group_state
+            )
+    return sorted(found.values(), key=lambda g: g.group_id)
+
+
+def _assignment(raw: bytes | None, protocol_type: str) -> tuple[TopicPartition, ...]:
+    if not raw or protocol_type != "consumer":
+        return ()
+    try:
+        return decode_assignment(raw).partitions
+    except Exception:
+        return ()
+
+
+async def describe_group(cluster: Cluster, group_id: str) -> GroupDescription:
+    coordinator = await _coordinator(cluster, group_id)
+    try:
+        response = await coordinator.request(
+            DescribeGroupsRequest(version=5, groups=[group_id], include_authorized_operations=False)
+        )
+    finally:
+        await coordinator.close()
+    group = response.groups[0]
+    if group.error_code:
+        raise GroupAdminError(group.error_code, f"cannot describe group {group_id!r}")
+    members = [
+        MemberDescription(
+            m.member_id,
+            m.group_instance_id,
+            m.client_id,
+            m.client_host,
+            _assignment(m.member_assignment, group.protocol_type),
+        )
+        for m in group.members
+    ]
+    return GroupDescription(
+        group_id, group.group_state, group.protocol_type, group.protocol_data, members
+    )
+
+
+async def delete_groups(cluster: Cluster, group_ids: list[str]) -> dict[str, int]:
+    """Delete empty groups; returns the error code per group (0: deleted)."""
+    out: dict[str, int] = {}
+    for group_id in group_ids:
+        coordinator = await _coordinator(cluster, group_id)
+        try:
+            response = await coordinator.request(
+                DeleteGroupsRequest(version=2, groups_names=[group_id])
+            )
+        finally:
+            await coordinator.close()
+        for result in response.results:
+            out[result.group_id] = result.error_code
+    return out
+
+
+async def group_offsets(cluster: Cluster, group_id: str) -> dict[TopicPartition, int]:
+    """Every committed offset of the group."""
+    coordinator = await _coordinator(cluster, group_id)
+    try:
+        response = await coordinator.request(
+            OffsetFetchRequest(
+                version=8,
+                groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group_id, topics=None)],
+                require_stable=False,
+            )
+        )
+    finally:
+        await coordinator.close()
+    group: Any = response.groups[0]
+    if group.error_code:
+        raise GroupAdminError(group.error_code, f"cannot read offsets of group {group_id!r}")
+    return {
+        (topic.name, p.partition_index): p.committed_offset
+        for topic in group.topics
+        for p in topic.partitions
+        if p.committed_offset >= 0
+    }
+
+
+async def alter_group_offsets(
+    cluster: Cluster, group_id: str, offsets: dict[TopicPartition, int]
+) -> None:
+    """Commit ``offsets`` for a group with no active members, as Kafka's admin does
+    (generation -1, no member id); an active group refuses with UNKNOWN_MEMBER_ID."""
+    topics: dict[str, list[Any]] = {}
+    for (topic, partition), offset in offsets.items():
+        topics.setdefault(topic, []).append(
+            OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                partition_index=partition,
+                committed_offset=offset,
+                committed_leader_epoch=-1,
+                committed_metadata="",
+            )
+        )
+    coordinator = await _coordinator(cluster, group_id)
+    try:
+        response = await coordinator.request(
+            OffsetCommitRequest(
+                version=8,
+                group_id=group_id,
+                generation_id_or_member_epoch=-1,
+                member_id="",
+                group_instance_id=None,
+                topics=[
+                    OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=ps)
+                    for t, ps in topics.items()
+                ],
+            )
+        )
+    finally:
+        await coordinator.close()
+    for topic in response.topics:
+        for p in topic.partitions:
+            if p.error_code:
+                raise GroupAdminError(
+                    p.error_code,
+                    f"cannot set the offset of {topic.name}-{p.partition_index} for group "
+                    f"{group_id!r} (is the group still active?)",
+                )
