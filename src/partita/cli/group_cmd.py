@@ -1,19 +1,33 @@
-"""``partita group``: inspect and manage consumer groups (like kafka-consumer-groups.sh)."""
+"""``partita group``: inspect and manage consumer groups (like kafka-consumer-groups.sh).
+
+Everything goes through partita's own client: ``AsyncAdmin`` for the groups and their
+offsets, ``AsyncConsumer.list_offsets`` for log start and end offsets.
+"""
 
 from __future__ import annotations
 
-from collections import defaultdict
+import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import TypeVar
 
 import typer
-from kafka import KafkaAdminClient, TopicPartition
-from kafka.admin import OffsetSpec
-from kafka.structs import OffsetAndMetadata
 from rich.table import Table
 
-from partita.cli.common import bootstrap_option, broker_errors, console, fail, quiet_client_logs
-from partita.coordinator.consumer_protocol import assignment_partitions
+from partita.cli.common import bootstrap_option, console, fail
+from partita.client.admin import AdminError, AsyncAdmin
+from partita.client.cluster import NoBrokersAvailableError
+from partita.client.consumer import AsyncConsumer
+from partita.client.group_admin import GroupAdminError
+
+T = TypeVar("T")
+TopicPartition = tuple[str, int]
+EARLIEST, LATEST = -2, -1
+GROUP_ERRORS = {
+    68: "the group still has active members; stop them first",
+    69: "no such group",
+    24: "the group id is invalid",
+}
 
 app = typer.Typer(
     help="Consumer groups: members, committed offsets, lag; reset or delete offsets.",
@@ -21,38 +35,47 @@ app = typer.Typer(
 )
 
 
-def _admin(bootstrap: str) -> KafkaAdminClient:
-    quiet_client_logs()
-    return KafkaAdminClient(
-        bootstrap_servers=bootstrap.split(","),
-        client_id="partita-cli",
-        request_timeout_ms=10_000,
-        bootstrap_timeout_ms=5_000,
-    )
+def _run(bootstrap: str, action: Callable[[AsyncAdmin, AsyncConsumer], Awaitable[T]]) -> T:
+    async def go() -> T:
+        async with (
+            AsyncAdmin(bootstrap, client_id="partita-cli") as admin,
+            AsyncConsumer(bootstrap, client_id="partita-cli") as consumer,
+        ):
+            return await action(admin, consumer)
+
+    try:
+        return asyncio.run(go())
+    except typer.Exit:
+        raise
+    except (NoBrokersAvailableError, OSError):
+        raise fail(f"cannot reach a broker at {bootstrap}") from None
+    except GroupAdminError as exc:
+        raise fail(GROUP_ERRORS.get(exc.code, str(exc))) from None
+    except AdminError as exc:
+        raise fail(exc.message) from None
+    except Exception as exc:
+        raise fail(f"{type(exc).__name__}: {exc}") from None
+
+
+async def _offsets(
+    consumer: AsyncConsumer, partitions: list[TopicPartition], spec: int
+) -> dict[TopicPartition, int]:
+    if not partitions:
+        return {}
+    found = await consumer.list_offsets(dict.fromkeys(partitions, spec))
+    return {tp: offset for tp, (offset, _ts) in found.items()}
 
 
 @app.command("list")
 def list_groups(bootstrap: str = bootstrap_option()) -> None:
     """List every consumer group with its state."""
-    with broker_errors(bootstrap):
-        admin = _admin(bootstrap)
-        groups = admin.list_groups()
-        admin.close()
+    groups = _run(bootstrap, lambda admin, _c: admin.list_groups())
     table = Table(title="consumer groups")
     for column in ("group", "state", "protocol type"):
         table.add_column(column)
-    for group in sorted(groups, key=lambda g: g["group_id"]):
-        table.add_row(group["group_id"], group.get("group_state", ""), group["protocol_type"])
+    for group in groups:
+        table.add_row(group.group_id, group.state, group.protocol_type)
     console.print(table)
-
-
-def _end_offsets(
-    admin: KafkaAdminClient, partitions: list[TopicPartition]
-) -> dict[TopicPartition, int]:
-    if not partitions:
-        return {}
-    found = admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in partitions})
-    return {tp: value.offset for tp, value in found.items()}
 
 
 @app.command()
@@ -60,30 +83,18 @@ def describe(
     group: str = typer.Argument(..., help="The group id."), bootstrap: str = bootstrap_option()
 ) -> None:
     """Members, their partitions, committed offsets, log end offsets and lag."""
-    with broker_errors(bootstrap):
-        admin = _admin(bootstrap)
-        info = admin.describe_groups([group])[group]
-        committed = admin.list_group_offsets({group: None})[group]
-        owners: dict[tuple[str, int], str] = {}
-        for member in info["members"]:
-            raw = member.get("member_assignment") or b""
-            parts = (
-                assignment_partitions(bytes(raw))
-                if isinstance(raw, bytes | bytearray)
-                else _assignment_from_object(raw)
-            )
-            for topic, numbers in parts.items():
-                for p in numbers:
-                    owners[(topic, p)] = f"{member['member_id']} ({member['client_host']})"
-        partitions = sorted(
-            {TopicPartition(t, p) for t, p in owners} | set(committed),
-            key=lambda tp: (tp.topic, tp.partition),
-        )
-        ends = _end_offsets(admin, partitions)
-        admin.close()
+
+    async def gather(admin: AsyncAdmin, consumer: AsyncConsumer) -> tuple:  # type: ignore[type-arg]
+        info = await admin.describe_group(group)
+        committed = await admin.group_offsets(group)
+        owners = {tp: f"{m.member_id} ({m.host})" for m in info.members for tp in m.assignment}
+        partitions = sorted(set(owners) | set(committed))
+        return info, committed, owners, partitions, await _offsets(consumer, partitions, LATEST)
+
+    info, committed, owners, partitions, ends = _run(bootstrap, gather)
     console.print(
-        f"group [bold]{group}[/bold]: state {info['group_state']}, "
-        f"{len(info['members'])} member(s), protocol {info.get('protocol_data') or '-'}"
+        f"group [bold]{group}[/bold]: state {info.state}, "
+        f"{len(info.members)} member(s), protocol {info.protocol or '-'}"
     )
     table = Table()
     for column in ("topic", "partition", "committed", "log end", "lag", "member"):
@@ -94,26 +105,16 @@ def describe(
     for tp in partitions:
         offset = committed.get(tp)
         end = ends.get(tp, -1)
-        lag = end - offset.offset if offset is not None and end >= 0 else None
+        lag = end - offset if offset is not None and end >= 0 else None
         table.add_row(
-            tp.topic,
-            str(tp.partition),
-            str(offset.offset) if offset else "-",
+            tp[0],
+            str(tp[1]),
+            "-" if offset is None else str(offset),
             str(end),
             "-" if lag is None else str(lag),
-            owners.get((tp.topic, tp.partition), "-"),
+            owners.get(tp, "-"),
         )
     console.print(table)
-
-
-def _assignment_from_object(raw: Any) -> dict[str, list[int]]:
-    """kafka-python hands back the decoded ConsumerProtocolAssignment as a dict:
-    {"assigned_partitions": [{"topic": ..., "partitions": [...]}], "user_data": ...}."""
-    out: dict[str, list[int]] = defaultdict(list)
-    entries = raw.get("assigned_partitions") if isinstance(raw, dict) else None
-    for entry in entries or []:
-        out[entry["topic"]] += list(entry["partitions"])
-    return dict(out)
 
 
 @app.command("reset-offsets")
@@ -151,22 +152,20 @@ def reset_offsets(
             when = int(datetime.fromisoformat(to_datetime).timestamp() * 1000)
         except ValueError:
             raise fail(f"--to-datetime {to_datetime!r} is not an ISO date-time") from None
-    with broker_errors(bootstrap):
-        admin = _admin(bootstrap)
-        metadata = admin.describe_topics([topic])
-        if not metadata or metadata[0].get("error_code", 0) != 0:
+
+    async def plan(
+        admin: AsyncAdmin, consumer: AsyncConsumer
+    ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        try:
+            described = await admin.describe_topics([topic])
+        except AdminError:
+            raise fail(f"unknown topic {topic!r}") from None
+        if not described:
             raise fail(f"unknown topic {topic!r}")
-        partitions = [
-            TopicPartition(topic, p["partition_index"]) for p in metadata[0]["partitions"]
-        ]
-        earliest = {
-            tp: o.offset
-            for tp, o in admin.list_partition_offsets(
-                {tp: OffsetSpec.EARLIEST for tp in partitions}
-            ).items()
-        }
-        latest = _end_offsets(admin, partitions)
-        current = admin.list_group_offsets({group: partitions})[group]
+        partitions = [(topic, p.partition) for p in described[0].partitions]
+        earliest = await _offsets(consumer, partitions, EARLIEST)
+        latest = await _offsets(consumer, partitions, LATEST)
+        current = {tp: o for tp, o in (await admin.group_offsets(group)).items() if tp[0] == topic}
         targets: dict[TopicPartition, int] = {}
         for tp in partitions:
             if to_earliest:
@@ -176,19 +175,16 @@ def reset_offsets(
             elif to_offset is not None:
                 target = to_offset
             elif when is not None:
-                found = admin.list_partition_offsets({tp: when})[tp].offset
+                found = (await consumer.list_offsets({tp: when}))[tp][0]
                 target = latest[tp] if found < 0 else found
             else:
-                base = current.get(tp)
-                target = (base.offset if base and base.offset >= 0 else earliest[tp]) + (
-                    shift_by or 0
-                )
+                target = current.get(tp, earliest[tp]) + (shift_by or 0)
             targets[tp] = min(max(target, earliest[tp]), latest[tp])
         if execute:
-            admin.alter_group_offsets(
-                group, {tp: OffsetAndMetadata(o, "", -1) for tp, o in targets.items()}
-            )
-        admin.close()
+            await admin.alter_group_offsets(group, targets)
+        return current, targets
+
+    current, targets = _run(bootstrap, plan)
     table = Table(
         title=f"{'new' if execute else 'proposed (dry run; add --execute)'} offsets "
         f"for group {group}"
@@ -197,9 +193,7 @@ def reset_offsets(
         table.add_column(column)
     for tp, offset in targets.items():
         before = current.get(tp)
-        table.add_row(
-            tp.topic, str(tp.partition), str(before.offset) if before else "-", str(offset)
-        )
+        table.add_row(tp[0], str(tp[1]), "-" if before is None else str(before), str(offset))
     console.print(table)
 
 
@@ -209,15 +203,8 @@ def delete(
     bootstrap: str = bootstrap_option(),
 ) -> None:
     """Delete a group and its committed offsets."""
-    with broker_errors(bootstrap):
-        admin = _admin(bootstrap)
-        result = admin.delete_groups([group])
-        admin.close()
-    errors = [
-        e
-        for _g, e in (result.items() if isinstance(result, dict) else result)
-        if e and getattr(e, "errno", 0)
-    ]
-    if errors:
-        raise fail(f"cannot delete group {group!r}: {errors[0]}")
+    result = _run(bootstrap, lambda admin, _c: admin.delete_groups([group]))
+    code = result.get(group, 0)
+    if code:
+        raise fail(f"cannot delete group {group!r}: {GROUP_ERRORS.get(code, f'error {code}')}")
     console.print(f"deleted group {group}")
