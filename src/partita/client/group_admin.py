@@ -12,7 +12,7 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 
 from partita.client.cluster import Cluster
 from partita.client.connection import BrokerConnection
-from partita.errors import KafkaError
+from partita.errors import CorruptRecordError, KafkaError
 from partita.protocol.consumer_protocol import decode_assignment
 
 TopicPartition = tuple[str, int]
@@ -80,7 +80,7 @@ def _assignment(raw: bytes | None, protocol_type: str) -> tuple[TopicPartition, 
         return ()
     try:
         return decode_assignment(raw).partitions
-    except Exception:
+    except CorruptRecordError:  # not the standard layout: show no partitions
         return ()
 
 
