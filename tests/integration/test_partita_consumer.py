@@ -105,3 +105,29 @@ def test_pause_and_seek_keep_every_record_while_fetching_ahead(broker: BrokerPro
             assert await consumer.position(tp) == 125
 
     asyncio.run(run())
+
+
+def test_commit_async_reports_through_its_callback(broker: BrokerProcess) -> None:
+    create_topic(broker.bootstrap, "ca", partitions=1)
+    produce(broker.bootstrap, "ca", [{"value": b"%d" % i, "partition": 0} for i in range(50)])
+    reports: list[tuple[dict[tuple[str, int], int], BaseException | None]] = []
+
+    async def run() -> dict[tuple[str, int], int]:
+        async with AsyncConsumer(
+            broker.bootstrap,
+            group_id="async-committers",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        ) as consumer:
+            consumer.subscribe(["ca"])
+            seen = 0
+            deadline = time.monotonic() + 30
+            while seen < 20 and time.monotonic() < deadline:
+                seen += len(await consumer.getmany(1000, max_records=20 - seen))
+            task = consumer.commit_async(callback=lambda o, e: reports.append((o, e)))
+            assert not task.done()  # it returned before the coordinator answered
+            await task
+            return await consumer.committed([("ca", 0)])
+
+    assert asyncio.run(run()) == {("ca", 0): 20}
+    assert reports == [({("ca", 0): 20}, None)]

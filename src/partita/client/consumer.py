@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -146,6 +146,7 @@ class AsyncConsumer:
         # The fetch in flight, started as soon as the buffer runs dry so that the next
         # records arrive while the application works on the last ones.
         self._fetching: asyncio.Task[None] | None = None
+        self._commits: set[asyncio.Task[None]] = set()
         self.group: GroupMember | None = None
         if group_id is not None:
             strategies = list(partition_assignment_strategy)
@@ -172,6 +173,8 @@ class AsyncConsumer:
             with contextlib.suppress(BaseException):
                 await self._fetching
             self._fetching = None
+        if self._commits:
+            await asyncio.wait(self._commits)
         if self.group is not None:
             if self.auto_commit and self._subscribed:
                 with contextlib.suppress(Exception):
@@ -232,6 +235,33 @@ class AsyncConsumer:
             }
         await self.group.commit(offsets)
         self._last_commit = time.monotonic()
+
+    def commit_async(
+        self,
+        offsets: dict[TopicPartition, int] | None = None,
+        callback: Callable[[dict[TopicPartition, int], BaseException | None], Any] | None = None,
+    ) -> asyncio.Task[None]:
+        """Kafka's ``commitAsync``: start the commit and return at once. The offsets are
+        taken now (what was handed out so far); ``callback(offsets, error)`` runs when the
+        coordinator has answered. Commits still in flight finish before ``stop()``."""
+        if self.group is None:
+            raise ValueError("commit_async() needs a group_id")
+        if offsets is None:
+            offsets = {
+                tp: s.delivered for tp, s in self._partitions.items() if s.delivered is not None
+            }
+        taken = dict(offsets)
+        task = asyncio.create_task(self.commit(taken))
+        self._commits.add(task)
+
+        def done(finished: asyncio.Task[None]) -> None:
+            self._commits.discard(finished)
+            error = None if finished.cancelled() else finished.exception()
+            if callback is not None:
+                callback(taken, error)
+
+        task.add_done_callback(done)
+        return task
 
     async def committed(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
         if self.group is None:

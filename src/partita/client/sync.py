@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from partita.client.admin import AsyncAdmin
@@ -101,6 +101,19 @@ class Consumer:
 
     def commit(self, offsets: dict[tuple[str, int], int] | None = None) -> None:
         self._thread.run(self._client.commit(offsets))
+
+    def commit_async(
+        self,
+        offsets: dict[tuple[str, int], int] | None = None,
+        callback: Callable[[dict[tuple[str, int], int], BaseException | None], Any] | None = None,
+    ) -> None:
+        """Start a commit and return; ``callback(offsets, error)`` runs on the client's
+        thread when the coordinator answered."""
+
+        async def start() -> None:
+            self._client.commit_async(offsets, callback)
+
+        self._thread.run(start())
 
     def committed(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         return self._thread.run(self._client.committed(partitions))
