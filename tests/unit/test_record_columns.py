@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from partita.errors import CorruptRecordError
 from partita.protocol.compression import Compression
+from partita.protocol.record_columns import decode_columns
 from partita.protocol.records import Record, build_batch
-from partita.spark.record_columns import decode_columns
 
 BASE_TS = 1_700_000_000_000
 
@@ -43,7 +43,7 @@ def test_columns_match_the_records_in_range(
     data: st.DataObject,
 ) -> None:
     fetched = b""
-    expected: list[tuple[int, bytes | None, bytes | None, int, int]] = []
+    expected: list[tuple[int, bytes | None, bytes | None, int, int, int]] = []
     offset = 0
     for rows, codec, log_append in batches:
         records = [
@@ -57,7 +57,7 @@ def test_columns_match_the_records_in_range(
         max_ts = max(r.timestamp for r in records)
         for r in records:
             ts = max_ts if log_append else r.timestamp
-            expected.append((r.offset, r.key, r.value, ts, int(log_append)))
+            expected.append((r.offset, r.key, r.value, ts, int(log_append), len(r.headers)))
         offset += len(records)
     start = data.draw(st.integers(0, offset))
     end = data.draw(st.integers(start, offset + 1))
@@ -75,6 +75,7 @@ def test_columns_match_the_records_in_range(
     assert columns.values.to_pylist() == [e[2] for e in wanted]
     assert list(columns.timestamps_ms) == [e[3] for e in wanted]
     assert list(columns.timestamp_types) == [e[4] for e in wanted]
+    assert list(columns.header_counts) == [e[5] for e in wanted]
 
 
 def test_control_batches_are_skipped_and_damage_is_refused() -> None:

@@ -20,12 +20,16 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 
 from partita.client.cluster import Cluster
 from partita.client.group_member import GroupMember, RebalanceListener
-from partita.errors import CorruptRecordError, KafkaError, OffsetOutOfRangeError
+from partita.errors import KafkaError, OffsetOutOfRangeError
 from partita.protocol.record_batch import LOG_OVERHEAD, read_prefix
+from partita.protocol.record_columns import decode_columns
 
 TopicPartition = tuple[str, int]
 EARLIEST, LATEST = -2, -1
 OFFSET_OUT_OF_RANGE = 1
+
+
+_NO_END = 2**63 - 1
 
 
 class ConsumerRecord(NamedTuple):
@@ -493,33 +497,52 @@ class AsyncConsumer:
     def _absorb(self, tp: TopicPartition, state: _PartitionState, data: bytes) -> None:
         position = state.position or 0
         topic, partition = tp
+        columns, next_offset = decode_columns(data, position, _NO_END, self.check_crcs)
+        fetched: list[ConsumerRecord] = []
+        if columns is not None and not columns.header_counts.any():
+            # The common case, no headers: records straight from the decoded columns.
+            fetched = [
+                ConsumerRecord(topic, partition, offset, timestamp, kind, key, value, [])
+                for offset, timestamp, kind, key, value in zip(
+                    columns.offsets.tolist(),
+                    columns.timestamps_ms.tolist(),
+                    columns.timestamp_types.tolist(),
+                    columns.keys.to_pylist(),
+                    columns.values.to_pylist(),
+                    strict=True,
+                )
+            ]
+        elif columns is not None:
+            fetched = self._records_with_headers(tp, data, position)
+        state.position = max(position, next_offset)
+        if fetched:
+            self._chunks.append(_Chunk(tp, fetched))
+
+    def _records_with_headers(
+        self, tp: TopicPartition, data: bytes, position: int
+    ) -> list[ConsumerRecord]:
+        topic, partition = tp
         fetched: list[ConsumerRecord] = []
         for raw in split_batches(data):
             batch = DefaultRecordBatch(bytearray(raw))
-            if self.check_crcs and not batch.validate_crc():
-                raise CorruptRecordError(
-                    f"{topic}-{partition}: batch at offset {batch.base_offset} failed its CRC"
+            if batch.is_control_batch:
+                continue
+            kind = batch.timestamp_type
+            fetched += [
+                ConsumerRecord(
+                    topic,
+                    partition,
+                    r.offset,
+                    r.timestamp,
+                    kind,
+                    r.key,
+                    r.value,
+                    list(r.headers),
                 )
-            if not batch.is_control_batch:
-                kind = batch.timestamp_type
-                fetched += [
-                    ConsumerRecord(
-                        topic,
-                        partition,
-                        r.offset,
-                        r.timestamp,
-                        kind,
-                        r.key,
-                        r.value,
-                        list(r.headers),
-                    )
-                    for r in batch
-                    if r.offset >= position
-                ]
-            position = max(position, batch.next_offset)
-        state.position = position
-        if fetched:
-            self._chunks.append(_Chunk(tp, fetched))
+                for r in batch
+                if r.offset >= position
+            ]
+        return fetched
 
     def highwater(self, tp: TopicPartition) -> int:
         return self._partitions[tp].high_watermark

@@ -29,7 +29,7 @@ from pyspark.sql.types import (
 
 from partita.client.consumer import split_batches
 from partita.errors import CorruptRecordError
-from partita.spark.record_columns import Columns, decode_columns
+from partita.protocol.record_columns import Columns, decode_columns
 
 
 def kafka_schema(include_headers: bool = False) -> StructType:
@@ -124,6 +124,7 @@ class RowBuilder:
             offsets=np.array(offsets, dtype=np.int64),
             timestamps_ms=np.array(timestamps, dtype=np.int64),
             timestamp_types=np.array(kinds, dtype=np.int32),
+            header_counts=np.array([len(h) for h in self.headers[-len(offsets) :]]),
         )
         return columns, next_offset
 

@@ -5,7 +5,8 @@ bytes); every other field is decoded for all records at once with numpy, and key
 are cut out of the fetched bytes by Arrow's ``take`` over a binary array whose offsets
 alternate between "a value" and "the bytes up to the next value" — zero copies until the
 final compact column. Headers are skipped using the record length, which is why this path
-serves reads without ``includeHeaders``; with headers the per-record decoder is used.
+serves reads that need no headers (Spark without ``includeHeaders``, and consumers when
+no record has any: ``header_counts`` tells); otherwise the per-record decoder is used.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class Columns:
     offsets: np.ndarray
     timestamps_ms: np.ndarray
     timestamp_types: np.ndarray
+    header_counts: np.ndarray
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -110,7 +112,10 @@ def _cut(data: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
     bounds[-1] = ends[-1] if count else 0
     # Every other element of this view is a wanted slice; the ones between are skipped.
     view = pa.Array.from_buffers(pa.large_binary(), 2 * count, [None, pa.py_buffer(bounds), data])
-    picked = pc.take(view, pa.array(np.arange(0, 2 * count, 2, dtype=np.int64)))
+    every_other = np.arange(0, 2 * count, 2, dtype=np.int64)
+    # From a buffer, not pa.array(): that probes for pandas, a costly first import.
+    indices = pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(every_other)])
+    picked = pc.take(view, indices)
     compact = picked.cast(pa.binary())
     if present.all():
         return compact
@@ -171,6 +176,7 @@ def decode_columns(
     offset_deltas, after = _varints(buf, after)
     key_lengths, key_starts = _varints(buf, after)
     value_lengths, value_starts = _varints(buf, key_starts + np.maximum(key_lengths, 0))
+    header_counts, _after = _varints(buf, value_starts + np.maximum(value_lengths, 0))
     offsets = np.repeat(np.array(base_offsets, dtype=np.int64), counts_array) + offset_deltas
     kinds_per_record = np.repeat(np.array(kinds, dtype=np.int32), counts_array)
     base_per_record = np.repeat(np.array(base_times, dtype=np.int64), counts_array)
@@ -184,6 +190,7 @@ def decode_columns(
         value_starts, value_lengths = value_starts[wanted], value_lengths[wanted]
         offsets, timestamps = offsets[wanted], timestamps[wanted]
         kinds_per_record = kinds_per_record[wanted]
+        header_counts = header_counts[wanted]
         if not len(offsets):
             return None, next_offset
     buffer = pa.py_buffer(joined)
@@ -193,5 +200,6 @@ def decode_columns(
         offsets=offsets,
         timestamps_ms=timestamps,
         timestamp_types=kinds_per_record,
+        header_counts=header_counts,
     )
     return columns, next_offset
