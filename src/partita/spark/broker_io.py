@@ -16,8 +16,9 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from partita.client.cluster import Cluster
-from partita.client.consumer import AsyncConsumer, fetch_request
+from partita.client.consumer import AsyncConsumer, fetch_request, split_batches
 from partita.errors import KafkaError
+from partita.protocol.record_batch import read_header
 from partita.spark.options import EARLIEST, LATEST, Subscription
 from partita.spark.planning import OffsetRange, Offsets, TopicPartition
 from partita.spark.rows import RowBuilder
@@ -110,9 +111,23 @@ def read_range(
     builder = RowBuilder(offset_range.topic, offset_range.partition, include_headers)
     position, end = offset_range.start, offset_range.end
     deadline = time.monotonic() + poll_timeout_ms / 1000
+    # The fetch for the next position, sent before this response is decoded so that the
+    # broker (another process, another core) works while this one does.
+    ahead: tuple[int, asyncio.Task[tuple[int, int, bytes]]] | None = None
     try:
         while position < end:
-            code, high_watermark, records = loop.run_until_complete(_fetch(cluster, tp, position))
+            if ahead is not None and ahead[0] == position:
+                fetched = loop.run_until_complete(ahead[1])
+            else:
+                if ahead is not None:
+                    loop.run_until_complete(_discard(ahead[1]))
+                fetched = loop.run_until_complete(_fetch(cluster, tp, position))
+            ahead = None
+            code, high_watermark, records = fetched
+            following = _end_of_whole_batches(records, position)
+            if not code and position < following < min(end, high_watermark):
+                ahead = (following, loop.create_task(_fetch(cluster, tp, following)))
+                loop.run_until_complete(asyncio.sleep(0))  # the request goes out now
             if code == OFFSET_OUT_OF_RANGE:
                 position = _after_lost_data(bootstrap_servers, tp, position, fail_on_data_loss)
                 if position < 0:
@@ -145,8 +160,25 @@ def read_range(
         if len(builder):
             yield builder.flush()
     finally:
+        if ahead is not None:
+            loop.run_until_complete(_discard(ahead[1]))
         loop.run_until_complete(cluster.close())
         loop.close()
+
+
+def _end_of_whole_batches(records: bytes, position: int) -> int:
+    """The offset after the last complete batch of a fetched record set (headers only)."""
+    end = position
+    for raw in split_batches(records):
+        header = read_header(raw)
+        end = max(end, header.base_offset + header.last_offset_delta + 1)
+    return end
+
+
+async def _discard(task: asyncio.Task[tuple[int, int, bytes]]) -> None:
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
 
 
 def _after_lost_data(
