@@ -22,7 +22,7 @@ from partita.client.cluster import Cluster
 from partita.client.group_member import GroupMember, RebalanceListener
 from partita.errors import KafkaError, OffsetOutOfRangeError
 from partita.protocol.record_batch import LOG_OVERHEAD, read_prefix
-from partita.protocol.record_columns import decode_columns
+from partita.protocol.record_columns import decode_columns, end_of_whole_batches
 
 TopicPartition = tuple[str, int]
 EARLIEST, LATEST = -2, -1
@@ -150,6 +150,9 @@ class AsyncConsumer:
         # The fetch in flight, started as soon as the buffer runs dry so that the next
         # records arrive while the application works on the last ones.
         self._fetching: asyncio.Task[None] | None = None
+        # The fetch after it, sent as soon as a response's batch headers say where the
+        # next records start (before they are decoded), while little is buffered.
+        self._ahead: asyncio.Task[None] | None = None
         self._commits: set[asyncio.Task[None]] = set()
         self.group: GroupMember | None = None
         if group_id is not None:
@@ -172,11 +175,12 @@ class AsyncConsumer:
         await self.cluster.refresh([])
 
     async def stop(self) -> None:
-        if self._fetching is not None:
-            self._fetching.cancel()
-            with contextlib.suppress(BaseException):
-                await self._fetching
-            self._fetching = None
+        for task in (self._fetching, self._ahead):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        self._fetching = self._ahead = None
         if self._commits:
             await asyncio.wait(self._commits)
         if self.group is not None:
@@ -422,13 +426,17 @@ class AsyncConsumer:
             if self.group is not None and self.group.needs_rejoin:
                 break
         out = self._hand_out(max_records)
-        if not self._chunks:
+        if not self._chunks and self._fetching is None:
             self._start_fetch()
         return out
 
     def _start_fetch(self) -> asyncio.Task[None]:
         if self._fetching is None:
-            self._fetching = asyncio.create_task(self._fetch_once(self.fetch_max_wait_ms / 1000))
+            if self._ahead is not None:
+                self._fetching, self._ahead = self._ahead, None
+            else:
+                wait = self.fetch_max_wait_ms / 1000
+                self._fetching = asyncio.create_task(self._fetch_once(wait))
         return self._fetching
 
     def _hand_out(self, max_records: int) -> list[ConsumerRecord]:
@@ -462,11 +470,23 @@ class AsyncConsumer:
         if not by_leader:
             await asyncio.sleep(wait)
             return
-        await asyncio.gather(
+        responses = await asyncio.gather(
             *(self._fetch_from(leader, tps, wait) for leader, tps in by_leader.items())
         )
+        arrived = [item for response in responses for item in response]
+        # Every position has moved past what arrived: ask for what follows now, so the
+        # broker works while these records are decoded. Bounded: only while little is
+        # buffered, so an application that stops polling stops the fetching too.
+        if arrived and self._ahead is None and len(self._chunks) < 2:
+            self._ahead = asyncio.create_task(self._fetch_once(self.fetch_max_wait_ms / 1000))
+        for tp, state, start, data in arrived:
+            self._absorb(tp, state, start, data)
 
-    async def _fetch_from(self, leader: int, partitions: list[TopicPartition], wait: float) -> None:
+    async def _fetch_from(
+        self, leader: int, partitions: list[TopicPartition], wait: float
+    ) -> list[tuple[TopicPartition, _PartitionState, int, bytes]]:
+        """Fetch from one leader; moves each position past the whole batches that arrived
+        and returns them, still undecoded, with the position they start from."""
         request = fetch_request(
             {tp: self._partitions[tp].position or 0 for tp in partitions},
             wait_ms=int(wait * 1000),
@@ -478,6 +498,7 @@ class AsyncConsumer:
         epochs = {tp: self._partitions[tp].epoch for tp in partitions}
         connection = await self.cluster.connection(leader)
         response = await connection.request(request)
+        arrived: list[tuple[TopicPartition, _PartitionState, int, bytes]] = []
         for topic in response.responses:
             for p in topic.partitions:
                 tp = (topic.topic, p.partition_index)
@@ -492,12 +513,25 @@ class AsyncConsumer:
                         await self.cluster.refresh([topic.topic])
                     continue
                 state.high_watermark = p.high_watermark
-                self._absorb(tp, state, p.records or b"")
+                data = p.records or b""
+                start = state.position or 0
+                state.position = end_of_whole_batches(data, start)
+                if state.position > start:
+                    arrived.append((tp, state, start, data))
+        return arrived
 
-    def _absorb(self, tp: TopicPartition, state: _PartitionState, data: bytes) -> None:
-        position = state.position or 0
+    def _absorb(
+        self, tp: TopicPartition, state: _PartitionState, position: int, data: bytes
+    ) -> None:
         topic, partition = tp
-        columns, next_offset = decode_columns(data, position, _NO_END, self.check_crcs)
+        try:
+            columns, _next_offset = decode_columns(data, position, _NO_END, self.check_crcs)
+        except Exception:
+            # Not delivered, so not skipped: back to where these records start, and the
+            # fetch already sent for what follows them is thrown away.
+            state.position = position
+            state.epoch += 1
+            raise
         fetched: list[ConsumerRecord] = []
         if columns is not None and not columns.header_counts.any():
             # The common case, no headers: records straight from the decoded columns.
@@ -514,7 +548,6 @@ class AsyncConsumer:
             ]
         elif columns is not None:
             fetched = self._records_with_headers(tp, data, position)
-        state.position = max(position, next_offset)
         if fetched:
             self._chunks.append(_Chunk(tp, fetched))
 

@@ -203,3 +203,19 @@ def decode_columns(
         header_counts=header_counts,
     )
     return columns, next_offset
+
+
+def end_of_whole_batches(data: bytes, position: int) -> int:
+    """The offset after the last complete batch of fetched bytes, from the batch headers
+    alone: where the next fetch starts, known before anything is decoded."""
+    view = memoryview(data)
+    end = position
+    pos = 0
+    while len(view) - pos >= HEADER_SIZE:
+        header = read_header(view, pos)
+        size = LOG_OVERHEAD + header.batch_length
+        if header.batch_length <= 0 or pos + size > len(view):
+            break
+        end = max(end, header.base_offset + header.last_offset_delta + 1)
+        pos += size
+    return end

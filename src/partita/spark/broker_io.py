@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from partita.client.cluster import Cluster
-from partita.client.consumer import AsyncConsumer, fetch_request, split_batches
+from partita.client.consumer import AsyncConsumer, fetch_request
 from partita.errors import KafkaError
-from partita.protocol.record_batch import read_header
+from partita.protocol.record_columns import end_of_whole_batches
 from partita.spark.options import EARLIEST, LATEST, Subscription
 from partita.spark.planning import OffsetRange, Offsets, TopicPartition
 from partita.spark.rows import RowBuilder
@@ -124,7 +124,7 @@ def read_range(
                 fetched = loop.run_until_complete(_fetch(cluster, tp, position))
             ahead = None
             code, high_watermark, records = fetched
-            following = _end_of_whole_batches(records, position)
+            following = end_of_whole_batches(records, position)
             if not code and position < following < min(end, high_watermark):
                 ahead = (following, loop.create_task(_fetch(cluster, tp, following)))
                 loop.run_until_complete(asyncio.sleep(0))  # the request goes out now
@@ -164,15 +164,6 @@ def read_range(
             loop.run_until_complete(_discard(ahead[1]))
         loop.run_until_complete(cluster.close())
         loop.close()
-
-
-def _end_of_whole_batches(records: bytes, position: int) -> int:
-    """The offset after the last complete batch of a fetched record set (headers only)."""
-    end = position
-    for raw in split_batches(records):
-        header = read_header(raw)
-        end = max(end, header.base_offset + header.last_offset_delta + 1)
-    return end
 
 
 async def _discard(task: asyncio.Task[tuple[int, int, bytes]]) -> None:
