@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import Consumer
 
 from partita.client.admin import AsyncAdmin
-from partita.client.group_admin import GroupAdminError
+from partita.client.group_member import GroupError
 from tests.integration.clients import create_topic, produce
 from tests.integration.conftest import BrokerProcess
 
@@ -51,7 +51,7 @@ def test_list_describe_alter_offsets_and_delete_a_group(broker: BrokerProcess) -
             assert member.client_id == "librdkafka-member"
             assert sorted(member.assignment) == [("ga", 0), ("ga", 1), ("ga", 2)]
             assert await admin.group_offsets("admins") == {("ga", p): 10 for p in range(3)}
-            with pytest.raises(GroupAdminError) as refused:
+            with pytest.raises(GroupError) as refused:
                 await admin.alter_group_offsets("admins", {("ga", 0): 0})
             assert refused.value.code == UNKNOWN_MEMBER_ID
             assert await admin.delete_groups(["admins"]) == {"admins": NON_EMPTY_GROUP}

@@ -18,7 +18,7 @@ from partita.cli.common import bootstrap_option, console, fail
 from partita.client.admin import AdminError, AsyncAdmin
 from partita.client.cluster import NoBrokersAvailableError
 from partita.client.consumer import AsyncConsumer
-from partita.client.group_admin import GroupAdminError
+from partita.client.group_member import GroupError
 
 T = TypeVar("T")
 TopicPartition = tuple[str, int]
@@ -49,8 +49,8 @@ def _run(bootstrap: str, action: Callable[[AsyncAdmin, AsyncConsumer], Awaitable
         raise
     except (NoBrokersAvailableError, OSError):
         raise fail(f"cannot reach a broker at {bootstrap}") from None
-    except GroupAdminError as exc:
-        raise fail(GROUP_ERRORS.get(exc.code, str(exc))) from None
+    except GroupError as exc:
+        raise fail(GROUP_ERRORS.get(exc.code, f"{exc} (error {exc.code})")) from None
     except AdminError as exc:
         raise fail(exc.message) from None
     except Exception as exc:

@@ -7,21 +7,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
-from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
-from kafka.protocol.metadata import FindCoordinatorRequest
+from kafka.protocol.consumer import OffsetFetchRequest
 
 from partita.client.cluster import Cluster
-from partita.client.connection import BrokerConnection
-from partita.errors import CorruptRecordError, KafkaError
+from partita.client.group_member import GroupError, find_coordinator, offset_commit_request
+from partita.errors import CorruptRecordError
 from partita.protocol.consumer_protocol import decode_assignment
 
 TopicPartition = tuple[str, int]
-
-
-class GroupAdminError(KafkaError):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(f"{message} (error {code})")
-        self.code = code
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,14 +42,13 @@ class GroupDescription:
     members: list[MemberDescription] = field(default_factory=list)
 
 
-async def _coordinator(cluster: Cluster, group_id: str) -> BrokerConnection:
-    connection = await cluster.any_connection()
-    response = await connection.request(FindCoordinatorRequest(version=3, key=group_id, key_type=0))
-    if response.error_code:
-        raise GroupAdminError(response.error_code, f"no coordinator for group {group_id!r}")
-    coordinator = BrokerConnection(response.host, response.port, cluster.client_id)
-    await coordinator.connect()
-    return coordinator
+async def _ask_coordinator(cluster: Cluster, group_id: str, request: Any) -> Any:
+    """One request to the group's coordinator, on a connection used for it alone."""
+    coordinator = await find_coordinator(cluster, group_id)
+    try:
+        return await coordinator.request(request)
+    finally:
+        await coordinator.close()
 
 
 async def list_groups(cluster: Cluster) -> list[GroupListing]:
@@ -67,7 +59,7 @@ async def list_groups(cluster: Cluster) -> list[GroupListing]:
         connection = await cluster.connection(node)
         response = await connection.request(ListGroupsRequest(version=4, states_filter=[]))
         if response.error_code:
-            raise GroupAdminError(response.error_code, f"broker {node} cannot list groups")
+            raise GroupError(response.error_code, f"broker {node} cannot list groups")
         for group in response.groups:
             found[group.group_id] = GroupListing(
                 group.group_id, group.protocol_type, group.group_state
@@ -85,16 +77,14 @@ def _assignment(raw: bytes | None, protocol_type: str) -> tuple[TopicPartition, 
 
 
 async def describe_group(cluster: Cluster, group_id: str) -> GroupDescription:
-    coordinator = await _coordinator(cluster, group_id)
-    try:
-        response = await coordinator.request(
-            DescribeGroupsRequest(version=5, groups=[group_id], include_authorized_operations=False)
-        )
-    finally:
-        await coordinator.close()
+    response = await _ask_coordinator(
+        cluster,
+        group_id,
+        DescribeGroupsRequest(version=5, groups=[group_id], include_authorized_operations=False),
+    )
     group = response.groups[0]
     if group.error_code:
-        raise GroupAdminError(group.error_code, f"cannot describe group {group_id!r}")
+        raise GroupError(group.error_code, f"cannot describe group {group_id!r}")
     members = [
         MemberDescription(
             m.member_id,
@@ -114,13 +104,9 @@ async def delete_groups(cluster: Cluster, group_ids: list[str]) -> dict[str, int
     """Delete empty groups; returns the error code per group (0: deleted)."""
     out: dict[str, int] = {}
     for group_id in group_ids:
-        coordinator = await _coordinator(cluster, group_id)
-        try:
-            response = await coordinator.request(
-                DeleteGroupsRequest(version=2, groups_names=[group_id])
-            )
-        finally:
-            await coordinator.close()
+        response = await _ask_coordinator(
+            cluster, group_id, DeleteGroupsRequest(version=2, groups_names=[group_id])
+        )
         for result in response.results:
             out[result.group_id] = result.error_code
     return out
@@ -128,20 +114,18 @@ async def delete_groups(cluster: Cluster, group_ids: list[str]) -> dict[str, int
 
 async def group_offsets(cluster: Cluster, group_id: str) -> dict[TopicPartition, int]:
     """Every committed offset of the group."""
-    coordinator = await _coordinator(cluster, group_id)
-    try:
-        response = await coordinator.request(
-            OffsetFetchRequest(
-                version=8,
-                groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group_id, topics=None)],
-                require_stable=False,
-            )
-        )
-    finally:
-        await coordinator.close()
+    response = await _ask_coordinator(
+        cluster,
+        group_id,
+        OffsetFetchRequest(
+            version=8,
+            groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group_id, topics=None)],
+            require_stable=False,
+        ),
+    )
     group: Any = response.groups[0]
     if group.error_code:
-        raise GroupAdminError(group.error_code, f"cannot read offsets of group {group_id!r}")
+        raise GroupError(group.error_code, f"cannot read offsets of group {group_id!r}")
     return {
         (topic.name, p.partition_index): p.committed_offset
         for topic in group.topics
@@ -155,37 +139,11 @@ async def alter_group_offsets(
 ) -> None:
     """Commit ``offsets`` for a group with no active members, as Kafka's admin does
     (generation -1, no member id); an active group refuses with UNKNOWN_MEMBER_ID."""
-    topics: dict[str, list[Any]] = {}
-    for (topic, partition), offset in offsets.items():
-        topics.setdefault(topic, []).append(
-            OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
-                partition_index=partition,
-                committed_offset=offset,
-                committed_leader_epoch=-1,
-                committed_metadata="",
-            )
-        )
-    coordinator = await _coordinator(cluster, group_id)
-    try:
-        response = await coordinator.request(
-            OffsetCommitRequest(
-                version=8,
-                group_id=group_id,
-                generation_id_or_member_epoch=-1,
-                member_id="",
-                group_instance_id=None,
-                topics=[
-                    OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=ps)
-                    for t, ps in topics.items()
-                ],
-            )
-        )
-    finally:
-        await coordinator.close()
+    response = await _ask_coordinator(cluster, group_id, offset_commit_request(group_id, offsets))
     for topic in response.topics:
         for p in topic.partitions:
             if p.error_code:
-                raise GroupAdminError(
+                raise GroupError(
                     p.error_code,
                     f"cannot set the offset of {topic.name}-{p.partition_index} for group "
                     f"{group_id!r} (is the group still active?)",

@@ -74,6 +74,50 @@ class GroupError(KafkaError):
         self.code = code
 
 
+async def find_coordinator(cluster: Cluster, group_id: str) -> BrokerConnection:
+    """A connection to the broker that coordinates ``group_id`` (FindCoordinator)."""
+    connection = await cluster.any_connection()
+    response = await connection.request(FindCoordinatorRequest(version=3, key=group_id, key_type=0))
+    if response.error_code:
+        raise GroupError(response.error_code, f"no coordinator for group {group_id!r} yet")
+    coordinator = BrokerConnection(response.host, response.port, cluster.client_id)
+    await coordinator.connect()
+    return coordinator
+
+
+def offset_commit_request(
+    group_id: str,
+    offsets: dict[TopicPartition, int],
+    *,
+    generation: int = -1,
+    member_id: str = "",
+    instance_id: str | None = None,
+) -> Any:
+    """OffsetCommit v8; generation -1 and no member id is the admin form, for a group
+    without active members."""
+    topics: dict[str, list[Any]] = {}
+    for (topic, partition), offset in offsets.items():
+        topics.setdefault(topic, []).append(
+            OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                partition_index=partition,
+                committed_offset=offset,
+                committed_leader_epoch=-1,
+                committed_metadata="",
+            )
+        )
+    return OffsetCommitRequest(
+        version=8,
+        group_id=group_id,
+        generation_id_or_member_epoch=generation,
+        member_id=member_id,
+        group_instance_id=instance_id,
+        topics=[
+            OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=ps)
+            for t, ps in topics.items()
+        ],
+    )
+
+
 class GroupMember:
     def __init__(
         self,
@@ -128,14 +172,7 @@ class GroupMember:
     async def coordinator(self) -> BrokerConnection:
         if self._coordinator is not None and not self._coordinator.closed:
             return self._coordinator
-        connection = await self.cluster.any_connection()
-        response = await connection.request(
-            FindCoordinatorRequest(version=3, key=self.group_id, key_type=0)
-        )
-        if response.error_code:
-            raise GroupError(response.error_code, "no coordinator for the group yet")
-        self._coordinator = BrokerConnection(response.host, response.port, self.cluster.client_id)
-        await self._coordinator.connect()
+        self._coordinator = await find_coordinator(self.cluster, self.group_id)
         return self._coordinator
 
     # -- join / sync ---------------------------------------------------------------
@@ -344,27 +381,13 @@ class GroupMember:
         if not offsets:
             return
         coordinator = await self.coordinator()
-        topics: dict[str, list[Any]] = {}
-        for (topic, partition), offset in offsets.items():
-            topics.setdefault(topic, []).append(
-                OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
-                    partition_index=partition,
-                    committed_offset=offset,
-                    committed_leader_epoch=-1,
-                    committed_metadata="",
-                )
-            )
         response = await coordinator.request(
-            OffsetCommitRequest(
-                version=8,
-                group_id=self.group_id,
-                generation_id_or_member_epoch=self.generation,
+            offset_commit_request(
+                self.group_id,
+                offsets,
+                generation=self.generation,
                 member_id=self.member_id,
-                group_instance_id=self.instance_id,
-                topics=[
-                    OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=ps)
-                    for t, ps in topics.items()
-                ],
+                instance_id=self.instance_id,
             )
         )
         errors = [p.error_code for t in response.topics for p in t.partitions if p.error_code]
