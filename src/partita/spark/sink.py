@@ -174,45 +174,14 @@ async def produce_batches(
     async with AsyncProducer(options.bootstrap_servers, **options.producer) as producer:
         bulk = isinstance(producer.partitioner, DefaultPartitioner)
         for batch in batches:
-            value_column = _binary(batch, "value")
-            assert value_column is not None
-            key_column = _binary(batch, "key")
+            sent = False
             if bulk and options.topic and batch.schema.get_field_index("headers") < 0:
-                index = batch.schema.get_field_index("partition")
-                written += await _produce_bulk(
-                    producer,
-                    delivery,
-                    options.topic,
-                    value_column,
-                    key_column,
-                    batch.column(index) if index >= 0 else None,
-                    origin,
-                    written,
+                sent = await _produce_bulk(
+                    producer, delivery, options.topic, batch, origin, written
                 )
-                continue
-            values: list[bytes | None] = value_column.to_pylist()
-            keys: list[bytes | None] | None = (
-                key_column.to_pylist() if key_column is not None else None
-            )
-            partitions = _column(batch, "partition")
-            topics = None if options.topic else _column(batch, "topic")
-            headers = _column(batch, "headers")
-            for i, value in enumerate(values):
-                topic = options.topic or (topics[i] if topics else None)
-                if topic is None:
-                    raise KafkaError(f"row {written} has a null topic and no topic option is set")
-                record_headers = [*origin, (HEADER_ROW, str(written).encode())]
-                if headers is not None and headers[i]:
-                    record_headers[:0] = [(h["key"], h["value"]) for h in headers[i]]
-                future = await producer.send(
-                    topic,
-                    value,
-                    keys[i] if keys is not None else None,
-                    partition=partitions[i] if partitions is not None else None,
-                    headers=record_headers,
-                )
-                await delivery.add(future)
-                written += 1
+            if not sent:
+                await _produce_rows(producer, delivery, options, batch, origin, written)
+            written += batch.num_rows
         await producer.flush()
     if delivery.failures:
         raise KafkaError(
@@ -221,16 +190,54 @@ async def produce_batches(
     return written
 
 
+async def _produce_rows(
+    producer: AsyncProducer,
+    delivery: _Delivery,
+    options: SinkOptions,
+    batch: pa.RecordBatch,
+    origin: list[tuple[str, bytes]],
+    row_base: int,
+) -> None:
+    """Record by record through ``send``: per-row topics, headers or partitioners."""
+    value_column = _binary(batch, "value")
+    assert value_column is not None
+    key_column = _binary(batch, "key")
+    keys = key_column.to_pylist() if key_column is not None else None
+    partitions = _column(batch, "partition")
+    topics = None if options.topic else _column(batch, "topic")
+    headers = _column(batch, "headers")
+    for i, value in enumerate(value_column.to_pylist()):
+        topic = options.topic or (topics[i] if topics else None)
+        if topic is None:
+            raise KafkaError(f"row {row_base + i} has a null topic and no topic option is set")
+        record_headers = [*origin, (HEADER_ROW, str(row_base + i).encode())]
+        if headers is not None and headers[i]:
+            record_headers[:0] = [(h["key"], h["value"]) for h in headers[i]]
+        future = await producer.send(
+            topic,
+            value,
+            keys[i] if keys is not None else None,
+            partition=partitions[i] if partitions is not None else None,
+            headers=record_headers,
+        )
+        await delivery.add(future)
+
+
 async def _produce_bulk(
     producer: AsyncProducer,
     delivery: _Delivery,
     topic: str,
-    values: pa.Array,
-    keys: pa.Array | None,
-    partitions: pa.Array | None,
+    batch: pa.RecordBatch,
     origin: list[tuple[str, bytes]],
     row_base: int,
-) -> int:
+) -> bool:
+    """Whole record sets per partition; False (nothing sent) when rows mix keyed, keyless
+    and explicitly placed records, which only the per-record partitioner can place."""
+    values = _binary(batch, "value")
+    assert values is not None
+    keys = _binary(batch, "key")
+    index = batch.schema.get_field_index("partition")
+    partitions = batch.column(index) if index >= 0 else None
     count = await producer.partitions_for(topic)
     timestamp = int(time.time() * 1000)
     encode = functools.partial(
@@ -261,19 +268,9 @@ async def _produce_bulk(
             )
             await delivery.add(future)
             producer.partitioner.on_append(topic, partition, len(records.body), count)
-    else:  # a mix of keyed, keyless and explicit rows: one at a time
-        key_list = keys.to_pylist() if keys is not None else None
-        partition_list = partitions.to_pylist() if partitions is not None else None
-        for row, value in enumerate(values.to_pylist()):
-            future = await producer.send(
-                topic,
-                value,
-                key_list[row] if key_list is not None else None,
-                partition=partition_list[row] if partition_list is not None else None,
-                headers=[*origin, (HEADER_ROW, str(row_base + row).encode())],
-            )
-            await delivery.add(future)
-    return len(values)
+    else:
+        return False
+    return True
 
 
 def _write(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id: str) -> WrittenRows:
