@@ -297,22 +297,17 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
         for stream_only in ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"):
             if stream_only in lowered:
                 raise OptionError(f"Option '{stream_only}' is only valid in streaming queries")
-        if starting == "latest":
-            raise OptionError("starting offset can't be latest for batch queries on partita")
-        if ending == "earliest":
-            raise OptionError("ending offset can't be earliest for batch queries on partita")
-        if isinstance(starting, dict):
-            for (topic, partition), offset in starting.items():
-                if offset == LATEST:
+        # A batch read has fixed ends: it cannot start at "latest" nor end at "earliest".
+        for spec, side, refused, word in (
+            (starting, "starting", LATEST, "latest"),
+            (ending, "ending", EARLIEST, "earliest"),
+        ):
+            if spec == word:
+                raise OptionError(f"{side} offset can't be {word} for batch queries on partita")
+            for (topic, partition), offset in spec.items() if isinstance(spec, dict) else ():
+                if offset == refused:
                     raise OptionError(
-                        f"startingOffsets for {topic}-{partition} can't be latest for batch "
-                        "queries on partita"
-                    )
-        if isinstance(ending, dict):
-            for (topic, partition), offset in ending.items():
-                if offset == EARLIEST:
-                    raise OptionError(
-                        f"endingOffsets for {topic}-{partition} can't be earliest for batch "
+                        f"{side}Offsets for {topic}-{partition} can't be {word} for batch "
                         "queries on partita"
                     )
     for spec, name in ((starting, "startingOffsets"), (ending, "endingOffsets")):

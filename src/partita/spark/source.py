@@ -114,6 +114,25 @@ class _Planner:
         self.options = options
         self.broker = BrokerView(options.bootstrap_servers)
 
+    def snapshot(self) -> tuple[list[TopicPartition], Offsets, Offsets]:
+        """The subscription's partitions now, with their earliest and latest offsets."""
+        partitions = self.broker.partitions(self.options.subscription)
+        earliest, latest = self.broker.bounds(partitions)
+        return partitions, earliest, latest
+
+    def starting_offsets(
+        self, partitions: list[TopicPartition], earliest: Offsets, latest: Offsets
+    ) -> Offsets:
+        options = self.options
+        return self.resolve(
+            partitions,
+            options.starting,
+            options.starting_timestamp,
+            earliest,
+            latest,
+            starting=True,
+        )
+
     def resolve(
         self,
         partitions: list[TopicPartition],
@@ -187,16 +206,8 @@ class PartitaBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         options = self.options
         planner = _Planner(options)
-        partitions = planner.broker.partitions(options.subscription)
-        earliest, latest = planner.broker.bounds(partitions)
-        start = planner.resolve(
-            partitions,
-            options.starting,
-            options.starting_timestamp,
-            earliest,
-            latest,
-            starting=True,
-        )
+        partitions, earliest, latest = planner.snapshot()
+        start = planner.starting_offsets(partitions, earliest, latest)
         end = planner.resolve(
             partitions, options.ending, options.ending_timestamp, earliest, latest, starting=False
         )
@@ -245,22 +256,11 @@ class PartitaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict[str, Any]:
         # Spark asks twice; with "latest" the answers must not drift between the calls.
         if self._initial is None:
-            options = self.options
-            partitions = self._planner.broker.partitions(options.subscription)
-            earliest, latest = self._planner.broker.bounds(partitions)
-            self._initial = self._planner.resolve(
-                partitions,
-                options.starting,
-                options.starting_timestamp,
-                earliest,
-                latest,
-                starting=True,
-            )
+            self._initial = self._planner.starting_offsets(*self._planner.snapshot())
         return to_checkpoint(self._initial)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        partitions = self._planner.broker.partitions(self.options.subscription)
-        _earliest, self._target = self._planner.broker.bounds(partitions)
+        _partitions, _earliest, self._target = self._planner.snapshot()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_offsets_per_trigger is not None:
@@ -271,8 +271,7 @@ class PartitaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _available(self, start: Offsets) -> tuple[Offsets, Offsets]:
         """(start offsets including new partitions at earliest, latest offsets)."""
-        partitions = self._planner.broker.partitions(self.options.subscription)
-        earliest, latest = self._planner.broker.bounds(partitions)
+        partitions, earliest, latest = self._planner.snapshot()
         vanished = sorted(set(start) - set(partitions))
         if vanished:
             message = "partitions disappeared: " + ", ".join(f"{t}-{p}" for t, p in vanished)
@@ -302,8 +301,7 @@ class PartitaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_checkpoint(latest)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
-        partitions = self._planner.broker.partitions(self.options.subscription)
-        _earliest, latest = self._planner.broker.bounds(partitions)
+        _partitions, _earliest, latest = self._planner.snapshot()
         return to_checkpoint(latest)
 
     # -- planning and reading -------------------------------------------------------
