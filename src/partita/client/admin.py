@@ -13,10 +13,9 @@ from kafka.protocol.admin import (
     DescribeConfigsRequest,
     IncrementalAlterConfigsRequest,
 )
-from kafka.protocol.metadata import MetadataRequest
 
 from partita.client import group_admin
-from partita.client.cluster import Cluster
+from partita.client.cluster import Cluster, metadata_request
 from partita.client.group_admin import GroupDescription, GroupListing
 from partita.errors import KafkaError
 
@@ -113,16 +112,7 @@ class AsyncAdmin:
         _check(result.error_code, result.error_message, f"cannot delete topic {name!r}")
 
     async def describe_topics(self, names: list[str] | None = None) -> list[TopicDescription]:
-        response = await self._request(
-            MetadataRequest(
-                version=12,
-                topics=None
-                if names is None
-                else [MetadataRequest.MetadataRequestTopic(topic_id=None, name=n) for n in names],
-                allow_auto_topic_creation=False,
-                include_topic_authorized_operations=False,
-            )
-        )
+        response = await self._request(metadata_request(names))
         out = []
         for t in response.topics:
             _check(t.error_code, None, f"topic {t.name!r}")

@@ -39,6 +39,18 @@ def parse_bootstrap(servers: str | list[str]) -> list[tuple[str, int]]:
     return out
 
 
+def metadata_request(topics: list[str] | None, auto_create: bool = False) -> Any:
+    """Metadata v12 for ``topics`` (None: every topic)."""
+    return MetadataRequest(
+        version=12,
+        topics=None
+        if topics is None
+        else [MetadataRequest.MetadataRequestTopic(topic_id=None, name=t) for t in topics],
+        allow_auto_topic_creation=auto_create,
+        include_topic_authorized_operations=False,
+    )
+
+
 class Cluster:
     def __init__(
         self,
@@ -84,15 +96,7 @@ class Cluster:
 
     async def refresh(self, topics: list[str] | None, *, auto_create: bool = True) -> None:
         connection = await self.any_connection()
-        request = MetadataRequest(
-            version=12,
-            topics=None
-            if topics is None
-            else [MetadataRequest.MetadataRequestTopic(topic_id=None, name=t) for t in topics],
-            allow_auto_topic_creation=auto_create,
-            include_topic_authorized_operations=False,
-        )
-        response: Any = await connection.request(request)
+        response: Any = await connection.request(metadata_request(topics, auto_create))
         self.brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
         for topic in response.topics:
             info = TopicInfo(

@@ -533,7 +533,11 @@ class AsyncConsumer:
             state.epoch += 1
             raise
         fetched: list[ConsumerRecord] = []
-        if columns is not None and not columns.header_counts.any():
+        if (
+            columns is not None
+            and columns.header_counts is not None
+            and not columns.header_counts.any()
+        ):
             # The common case, no headers: records straight from the decoded columns.
             fetched = [
                 ConsumerRecord(topic, partition, offset, timestamp, kind, key, value, [])

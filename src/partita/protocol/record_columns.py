@@ -39,7 +39,7 @@ class Columns:
     offsets: np.ndarray
     timestamps_ms: np.ndarray
     timestamp_types: np.ndarray
-    header_counts: np.ndarray
+    header_counts: np.ndarray | None = None  # per record, where the decoder looked
 
     def __len__(self) -> int:
         return len(self.offsets)

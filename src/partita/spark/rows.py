@@ -124,7 +124,6 @@ class RowBuilder:
             offsets=np.array(offsets, dtype=np.int64),
             timestamps_ms=np.array(timestamps, dtype=np.int64),
             timestamp_types=np.array(kinds, dtype=np.int32),
-            header_counts=np.array([len(h) for h in self.headers[-len(offsets) :]]),
         )
         return columns, next_offset
 
