@@ -30,8 +30,8 @@ figures as JSON, so that process CPU time belongs to that one client alone:
    is counted and its offset checked in the loop (contiguous from 0 per partition); the
    clock runs from assign() to the arrival of the last record. Fetch sizes are every
    client's default (1 MiB per partition, 50 MiB per fetch, max wait 500 ms); CRC checks
-   are off for all (partita's consumer does not verify CRCs; aiokafka and kafka-python
-   would by default, librdkafka would not).
+   are off for all (check_crcs=False for partita, aiokafka and kafka-python; librdkafka
+   does not check by default).
 
 Client CPU is the worker process's user + system time (all its threads: kafka-python's
 sender thread, librdkafka's threads) over the phase's wall time; broker CPU is read from
@@ -403,7 +403,9 @@ async def _partita_consume(spec: dict[str, Any], meter: Meter) -> dict[str, Any]
     expected = sum(spec["acked"].values())
     check = _ConsumeCheck(partitions)
     next_offset = check.next_offset
-    async with AsyncConsumer(spec["bootstrap"], auto_offset_reset="earliest") as consumer:
+    async with AsyncConsumer(
+        spec["bootstrap"], auto_offset_reset="earliest", check_crcs=False
+    ) as consumer:
         await consumer.cluster.topic(topic, auto_create=False)  # metadata: not timed
         meter.start()
         consumer.assign([(topic, p) for p in range(partitions)])

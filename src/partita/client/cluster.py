@@ -107,10 +107,13 @@ class Cluster:
             self.topics[topic.name] = info
             self._refreshed[topic.name] = time.monotonic()
 
+    def is_stale(self, name: str) -> bool:
+        """Whether ``name``'s metadata is older than ``metadata.max.age.ms``."""
+        return time.monotonic() - self._refreshed.get(name, 0.0) > self.metadata_max_age
+
     async def topic(self, name: str, *, auto_create: bool = True) -> TopicInfo:
         info = self.topics.get(name)
-        stale = time.monotonic() - self._refreshed.get(name, 0.0) > self.metadata_max_age
-        if info is None or info.error_code or not info.partitions or stale:
+        if info is None or info.error_code or not info.partitions or self.is_stale(name):
             await self.refresh([name], auto_create=auto_create)
             info = self.topics.get(name)
         if info is None or info.error_code:

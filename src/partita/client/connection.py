@@ -22,6 +22,11 @@ class ConnectionLostError(KafkaError):
     retriable = True
 
 
+def _retrieve_exception(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 class BrokerConnection:
     def __init__(
         self, host: str, port: int, client_id: str = "partita", request_timeout_ms: int = 330_000
@@ -46,18 +51,32 @@ class BrokerConnection:
 
     async def request(self, message: Any, *, expect_response: bool = True) -> Any:
         """Send ``message`` (its version already set) and await its response."""
+        future = self.send(message, expect_response=expect_response)
+        return await self.response(future)
+
+    def send(self, message: Any, *, expect_response: bool = True) -> asyncio.Future[Any] | None:
+        """Write ``message`` now, so that requests leave in the order of these calls; the
+        future (None when no response is expected) is for ``response``."""
         if self.closed or self._writer is None:
             raise ConnectionLostError(f"connection to {self.host}:{self.port} is closed")
         correlation = self._next_correlation
         self._next_correlation = (correlation + 1) & 0x7FFFFFFF
         message.with_header(correlation_id=correlation, client_id=self.client_id)
         frame = message.encode(header=True, framed=True)
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Any] | None = None
         if expect_response:
+            future = asyncio.get_running_loop().create_future()
+            # Whoever waits sees the failure; if the write fails first, nobody will wait.
+            future.add_done_callback(_retrieve_exception)
             self._pending.append((correlation, message, future))
         self._writer.write(frame)
+        return future
+
+    async def response(self, future: asyncio.Future[Any] | None) -> Any:
+        """Wait until what was sent is written out, then for the answer ``future`` is for."""
+        assert self._writer is not None
         await self._writer.drain()
-        if not expect_response:
+        if future is None:
             return None
         try:
             return await asyncio.wait_for(asyncio.shield(future), self.request_timeout)

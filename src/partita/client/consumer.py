@@ -13,6 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, NamedTuple
 
 from aiokafka.record.default_records import DefaultRecordBatch
@@ -40,7 +41,10 @@ class ConsumerRecord(NamedTuple):
     timestamp_type: int
     key: bytes | None
     value: bytes | None
-    headers: list[tuple[str, bytes | None]]
+    headers: Sequence[tuple[str, bytes | None]]
+
+
+_NO_HEADERS: tuple[tuple[str, bytes | None], ...] = ()  # shared: immutable
 
 
 @dataclass(slots=True)
@@ -538,18 +542,19 @@ class AsyncConsumer:
             and columns.header_counts is not None
             and not columns.header_counts.any()
         ):
-            # The common case, no headers: records straight from the decoded columns.
-            fetched = [
-                ConsumerRecord(topic, partition, offset, timestamp, kind, key, value, [])
-                for offset, timestamp, kind, key, value in zip(
-                    columns.offsets.tolist(),
-                    columns.timestamps_ms.tolist(),
-                    columns.timestamp_types.tolist(),
-                    columns.keys.to_pylist(),
-                    columns.values.to_pylist(),
-                    strict=True,
-                )
-            ]
+            # The common case, no headers: records straight from the decoded columns, built
+            # by C iterators (tuple.__new__ over zip) with no Python frame per record.
+            fields = zip(
+                repeat(topic),
+                repeat(partition),
+                columns.offsets.tolist(),
+                columns.timestamps_ms.tolist(),
+                columns.timestamp_types.tolist(),
+                columns.keys.to_pylist(),
+                columns.values.to_pylist(),
+                repeat(_NO_HEADERS),
+            )
+            fetched = list(map(tuple.__new__, repeat(ConsumerRecord), fields))
         elif columns is not None:
             fetched = self._records_with_headers(tp, data, position)
         if fetched:

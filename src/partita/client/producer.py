@@ -1,9 +1,15 @@
 """partita's asyncio producer: partitioning, batching by ``linger.ms`` / ``batch.size``,
 compression, acks 0/1/all, and idempotent retries (on by default, as in the Java client).
 
-Records are encoded into v2 batches by aiokafka's compiled batch builder; each partition
-has at most one batch in flight, so a retry can never reorder records, and the broker's
-sequence check turns a retried batch that already landed into a duplicate acknowledgement.
+Records are encoded into v2 batches by aiokafka's compiled batch builder. Up to
+``max_in_flight_requests_per_connection`` batches per partition are in flight (5, as in
+Kafka), each in its own request, written to the leader's connection in sequence order;
+the broker answers a connection's requests in order. When a batch must be retried the
+partition stops sending, waits until nothing of it is in flight, and sends again from the
+lowest sequence: with idempotence (on by default) the broker's sequence check refuses the
+batches behind the failed one (OUT_OF_ORDER_SEQUENCE_NUMBER, retried here) and
+acknowledges a retried batch that already landed as a duplicate, so nothing is written
+twice or out of order. Without idempotence a retry can reorder, as Kafka documents.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import contextlib
 import logging
 import time
 from collections import deque
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -28,7 +35,9 @@ from partita.protocol.compression import Compression
 log = logging.getLogger(__name__)
 
 _RETRIABLE = {-1, 2, 3, 5, 6, 7, 15, 16, 19, 20, 56}  # network, leadership, timeouts, storage
+OUT_OF_ORDER_SEQUENCE = 45
 DUPLICATE_SEQUENCE = 46
+MAX_IDEMPOTENT_IN_FLIGHT = 5  # the broker remembers a producer's last five batches
 
 
 class RecordMetadata(NamedTuple):
@@ -55,6 +64,7 @@ class _Batch:
     futures: list[tuple[asyncio.Future[RecordMetadata], int]] = field(default_factory=list)
     encoded: bytes | None = None
     attempts: int = 0
+    order: int = 0  # position among this producer's closed batches: the resend order
     record_count: int | None = None  # set for pre-encoded record sets (one future for all)
     done: asyncio.Future[None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
@@ -113,14 +123,23 @@ class AsyncProducer:
         retries: int = 2**31 - 1,
         retry_backoff_ms: int = 100,
         delivery_timeout_ms: int = 120_000,
+        max_in_flight_requests_per_connection: int = 5,
         client_id: str = "partita-producer",
     ) -> None:
         self.acks = _acks(acks)
+        self.idempotent = enable_idempotence and self.acks == -1
+        if max_in_flight_requests_per_connection < 1:
+            raise ValueError("max_in_flight_requests_per_connection must be at least 1")
+        if self.idempotent and max_in_flight_requests_per_connection > MAX_IDEMPOTENT_IN_FLIGHT:
+            raise ValueError(
+                "max_in_flight_requests_per_connection must be at most "
+                f"{MAX_IDEMPOTENT_IN_FLIGHT} to use the idempotent producer"
+            )
+        self.max_in_flight = max_in_flight_requests_per_connection
         self.linger = linger_ms / 1000
         self.batch_size = batch_size
         self.compression = Compression.from_name(compression_type)
         self.partitioner: Partitioner = load_partitioner(partitioner)
-        self.idempotent = enable_idempotence and self.acks == -1
         self.retries = retries
         self.retry_backoff = retry_backoff_ms / 1000
         self.delivery_timeout = delivery_timeout_ms / 1000
@@ -129,7 +148,10 @@ class AsyncProducer:
         self._open: dict[tuple[str, int], _Batch] = {}
         # Closed batches waiting to be sent, oldest first, per partition.
         self._ready: dict[tuple[str, int], deque[_Batch]] = {}
-        self._in_flight: set[tuple[str, int]] = set()
+        self._in_flight: dict[tuple[str, int], int] = {}  # batches sent, not yet answered
+        # Partitions with a batch to send again: nothing new goes out until none is in flight.
+        self._retrying: set[tuple[str, int]] = set()
+        self._closed_batches = 0
         self._sequences: dict[tuple[str, int], int] = {}
         self._partition_counts: dict[str, int] = {}
         self._wake = asyncio.Event()
@@ -178,15 +200,20 @@ class AsyncProducer:
         """Queue a record; the returned future resolves when the broker acknowledged it."""
         if self._closed:
             raise RuntimeError("the producer is closed")
-        count = await self._partition_count(topic)
+        # Metadata another task refreshed counts at once; only stale metadata costs an await.
+        known = self.cluster.topics.get(topic)
+        count = self._partition_counts.get(topic)
+        if known is None or count != len(known.leaders) or self.cluster.is_stale(topic):
+            count = await self._partition_count(topic)
         chosen = choose_partition(self.partitioner, topic, key, value, count, partition)
         timestamp = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
-        batch = self._batch_for(topic, chosen)
+        batch = self._open.get((topic, chosen)) or self._batch_for(topic, chosen)
         future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         metadata = batch.builder.append(
             batch.count, timestamp=timestamp, key=key, value=value, headers=headers or []
         )
-        if metadata is None:  # the batch is full: close it and start the next one
+        closed = metadata is None
+        if closed:  # the batch is full: close it and start the next one
             self._close_batch(batch)
             batch = self._batch_for(topic, chosen)
             metadata = batch.builder.append(
@@ -196,8 +223,11 @@ class AsyncProducer:
         self.partitioner.on_append(topic, chosen, metadata.size, count)
         if batch.builder.size() >= self.batch_size:
             self._close_batch(batch)
-        if self._ready:
-            await asyncio.sleep(0)  # let the sender ship closed batches while we keep batching
+            closed = True
+        if closed:
+            # Once per batch, not per record: the sender ships what just closed while the
+            # caller goes on filling the next batch.
+            await asyncio.sleep(0)
         return future
 
     async def send_record_set(
@@ -270,6 +300,8 @@ class AsyncProducer:
             batch.builder.set_producer_state(self.producer_id, self.producer_epoch, sequence)
             self._sequences[key] = (sequence + batch.count) & 0x7FFFFFFF
         batch.encoded = bytes(batch.builder.build())
+        self._closed_batches += 1
+        batch.order = self._closed_batches
         self._ready.setdefault((batch.topic, batch.partition), deque()).append(batch)
         self._wake.set()
 
@@ -282,26 +314,28 @@ class AsyncProducer:
             for batch in list(self._open.values()):
                 if now - batch.created >= self.linger:
                     self._close_batch(batch)
-            # One batch per partition at a time, oldest first: retries cannot reorder.
-            sendable: list[_Batch] = []
-            for key, queue in list(self._ready.items()):
-                if key in self._in_flight:
-                    continue
-                sendable.append(queue.popleft())
-                if not queue:
-                    del self._ready[key]
-                self._in_flight.add(key)
-            if not sendable:
+            while sendable := self._take_sendable():
+                by_leader: dict[int, list[_Batch]] = {}
+                for b in sendable:
+                    info = self.cluster.topics.get(b.topic)
+                    leader = info.leaders.get(b.partition, -1) if info else -1
+                    by_leader.setdefault(leader, []).append(b)
+                for leader, batches in by_leader.items():
+                    await self._dispatch(leader, batches)
+
+    def _take_sendable(self) -> list[_Batch]:
+        """The oldest waiting batch of each partition that may send one more now."""
+        sendable: list[_Batch] = []
+        for key, queue in list(self._ready.items()):
+            in_flight = self._in_flight.get(key, 0)
+            if in_flight >= self.max_in_flight or (in_flight and key in self._retrying):
                 continue
-            by_leader: dict[int, list[_Batch]] = {}
-            for b in sendable:
-                info = self.cluster.topics.get(b.topic)
-                leader = info.leaders.get(b.partition, -1) if info else -1
-                by_leader.setdefault(leader, []).append(b)
-            for leader, batches in by_leader.items():
-                task = asyncio.create_task(self._produce_safely(leader, batches))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+            self._retrying.discard(key)
+            sendable.append(queue.popleft())
+            if not queue:
+                del self._ready[key]
+            self._in_flight[key] = in_flight + 1
+        return sendable
 
     async def _wait_for_work(self) -> None:
         timeout = None
@@ -312,20 +346,27 @@ class AsyncProducer:
             await asyncio.wait_for(self._wake.wait(), timeout)
         self._wake.clear()
 
-    async def _produce_safely(self, leader: int, batches: list[_Batch]) -> None:
+    async def _dispatch(self, leader: int, batches: list[_Batch]) -> None:
+        """Write one produce request now (the sender's order is the wire order) and leave
+        its answer to a task of its own."""
         try:
-            await self._produce(leader, batches)
-        except Exception as exc:  # never leave a partition stuck "in flight"
-            log.exception("produce request failed unexpectedly")
-            for b in batches:
-                if (b.topic, b.partition) in self._in_flight:
-                    await self._retry_or_fail(b, -1, f"{type(exc).__name__}: {exc}")
+            connection = await self.cluster.connection(leader)
+            answer = connection.send(self._produce_request(batches), expect_response=self.acks != 0)
+        except Exception as exc:  # no connection: every batch is retried
+            self._spawn(self._fail_or_retry_all(batches, str(exc)))
+            return
+        self._spawn(self._handle_answer(connection, answer, batches))
 
-    async def _produce(self, leader: int, batches: list[_Batch]) -> None:
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _produce_request(self, batches: list[_Batch]) -> Any:
         by_topic: dict[str, list[_Batch]] = {}
         for b in batches:
             by_topic.setdefault(b.topic, []).append(b)
-        request = ProduceRequest(
+        return ProduceRequest(
             version=9,
             transactional_id=None,
             acks=self.acks,
@@ -343,33 +384,55 @@ class AsyncProducer:
                 for topic, group in by_topic.items()
             ],
         )
+
+    async def _handle_answer(
+        self, connection: Any, answer: asyncio.Future[Any] | None, batches: list[_Batch]
+    ) -> None:
         try:
-            connection = await self.cluster.connection(leader)
-            response = await connection.request(request, expect_response=self.acks != 0)
+            response = await connection.response(answer)
         except Exception as exc:  # the connection failed: every batch is retried
-            for b in batches:
-                await self._retry_or_fail(b, -1, str(exc))
+            await self._fail_or_retry_all(batches, str(exc))
             return
         if response is None:  # acks=0
             for b in batches:
                 self._complete(b, -1)
             return
-        results = {(t.name, p.index): p for t in response.responses for p in t.partition_responses}
-        for b in batches:
-            result = results.get((b.topic, b.partition))
-            if result is None:
-                await self._retry_or_fail(b, -1, "no answer for this partition")
-            elif result.error_code in (0, DUPLICATE_SEQUENCE):
-                self._complete(b, result.base_offset, result.log_append_time_ms)
-            else:
-                await self._retry_or_fail(b, result.error_code, result.error_message or "")
+        try:
+            results = {
+                (t.name, p.index): p for t in response.responses for p in t.partition_responses
+            }
+            failed: list[tuple[_Batch, int, str]] = []
+            for b in batches:
+                result = results.get((b.topic, b.partition))
+                if result is None:
+                    failed.append((b, -1, "no answer for this partition"))
+                elif result.error_code in (0, DUPLICATE_SEQUENCE):
+                    self._complete(b, result.base_offset, result.log_append_time_ms)
+                else:
+                    failed.append((b, result.error_code, result.error_message or ""))
+        except Exception as exc:  # never leave a partition stuck "in flight"
+            log.exception("produce response could not be handled")
+            failed = [(b, -1, f"{type(exc).__name__}: {exc}") for b in batches if not b.done.done()]
+        if failed:
+            await self._retry_or_fail(failed)
+
+    async def _fail_or_retry_all(self, batches: list[_Batch], message: str) -> None:
+        await self._retry_or_fail([(b, -1, message) for b in batches])
 
     def _finish(self, batch: _Batch) -> None:
-        self._in_flight.discard((batch.topic, batch.partition))
+        self._release(batch)
         self._unfinished.discard(batch)
         if not batch.done.done():
             batch.done.set_result(None)
         self._wake.set()
+
+    def _release(self, batch: _Batch) -> None:
+        key = (batch.topic, batch.partition)
+        left = self._in_flight.get(key, 0) - 1
+        if left > 0:
+            self._in_flight[key] = left
+        else:
+            self._in_flight.pop(key, None)
 
     def _complete(self, batch: _Batch, base_offset: int, log_append_time: int = -1) -> None:
         for i, (future, timestamp) in enumerate(batch.futures):
@@ -379,27 +442,46 @@ class AsyncProducer:
                 future.set_result(RecordMetadata(batch.topic, batch.partition, offset, ts))
         self._finish(batch)
 
-    async def _retry_or_fail(self, batch: _Batch, code: int, message: str) -> None:
-        batch.attempts += 1
-        expired = time.monotonic() - batch.created > self.delivery_timeout
-        if code in _RETRIABLE and batch.attempts <= self.retries and not expired:
-            log.debug(
-                "retrying batch",
-                extra={"topic": batch.topic, "partition": batch.partition, "error": code},
-            )
-            await asyncio.sleep(self.retry_backoff)
-            with contextlib.suppress(Exception):
-                await self.cluster.refresh([batch.topic])
-            self._in_flight.discard((batch.topic, batch.partition))
-            # Same bytes, same sequence, back at the head: order is kept.
-            self._ready.setdefault((batch.topic, batch.partition), deque()).appendleft(batch)
-            self._wake.set()
+    def _retriable(self, batch: _Batch, code: int) -> bool:
+        key = (batch.topic, batch.partition)
+        # Behind a batch being retried, the broker refuses the next sequences: those are
+        # retried too. Out of order with nothing retried is a real loss of sequence.
+        if code == OUT_OF_ORDER_SEQUENCE and key in self._retrying:
+            return True
+        return code in _RETRIABLE
+
+    async def _retry_or_fail(self, failed: list[tuple[_Batch, int, str]]) -> None:
+        retry: list[_Batch] = []
+        for batch, code, message in failed:
+            batch.attempts += 1
+            expired = time.monotonic() - batch.created > self.delivery_timeout
+            if self._retriable(batch, code) and batch.attempts <= self.retries and not expired:
+                log.debug(
+                    "retrying batch",
+                    extra={"topic": batch.topic, "partition": batch.partition, "error": code},
+                )
+                # Marked at once, before the backoff: answers to later batches of this
+                # partition may arrive meanwhile and must be seen as behind this one.
+                self._retrying.add((batch.topic, batch.partition))
+                retry.append(batch)
+                continue
+            error = ProduceError(code, f"{batch.topic}-{batch.partition}: {message or code}")
+            for future, _ts in batch.futures:
+                if not future.done():
+                    future.set_exception(error)
+            self._finish(batch)
+        if not retry:
             return
-        error = ProduceError(code, f"{batch.topic}-{batch.partition}: {message or code}")
-        for future, _ts in batch.futures:
-            if not future.done():
-                future.set_exception(error)
-        self._finish(batch)
+        await asyncio.sleep(self.retry_backoff)
+        with contextlib.suppress(Exception):
+            await self.cluster.refresh(sorted({b.topic for b in retry}))
+        for batch in retry:
+            self._release(batch)
+            # Same bytes, same sequence, back in closing order: order is kept.
+            queue = self._ready.setdefault((batch.topic, batch.partition), deque())
+            position = next((i for i, b in enumerate(queue) if b.order > batch.order), len(queue))
+            queue.insert(position, batch)
+        self._wake.set()
 
     # -- finishing -----------------------------------------------------------------
 

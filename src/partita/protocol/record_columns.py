@@ -129,7 +129,9 @@ def decode_columns(
 ) -> tuple[Columns | None, int]:
     """Records of the whole batches in ``data`` whose offsets are in ``[start, end)``, and
     the offset where the next fetch continues."""
-    bodies: list[bytes] = []
+    # Each batch's records as (bytes, start, end): uncompressed ones stay where they are
+    # in ``data``; decompressed ones are new bytes.
+    bodies: list[tuple[bytes, int, int]] = []
     counts: list[int] = []
     base_offsets: list[int] = []
     base_times: list[int] = []
@@ -146,11 +148,12 @@ def decode_columns(
             check_crc(view, pos, header)
         batch_end = header.base_offset + header.last_offset_delta + 1
         if not header.attributes & CONTROL_BIT and batch_end > start and header.records_count:
-            payload = view[pos + HEADER_SIZE : pos + size]
             codec = Compression(header.attributes & 0x07)
-            bodies.append(
-                bytes(payload) if codec is Compression.NONE else decompress(codec, payload)
-            )
+            if codec is Compression.NONE:
+                bodies.append((data, pos + HEADER_SIZE, pos + size))
+            else:
+                body = decompress(codec, view[pos + HEADER_SIZE : pos + size])
+                bodies.append((body, 0, len(body)))
             counts.append(header.records_count)
             base_offsets.append(header.base_offset)
             log_append = bool(header.attributes & LOG_APPEND_TIME_BIT)
@@ -161,13 +164,20 @@ def decode_columns(
     if not bodies:
         return None, next_offset
 
-    joined = b"".join(bodies)
     starts_list = [0] * sum(counts)
-    pos = index = 0
-    for body, count in zip(bodies, counts, strict=True):
-        _find_record_starts(joined, pos, pos + len(body), count, starts_list, index)
-        pos += len(body)
-        index += count
+    index = 0
+    if all(body is data for body, _, _ in bodies):
+        joined = data  # nothing compressed: positions are in the fetched bytes themselves
+        for (_, begin, stop), count in zip(bodies, counts, strict=True):
+            _find_record_starts(joined, begin, stop, count, starts_list, index)
+            index += count
+    else:
+        joined = b"".join(body[begin:stop] for body, begin, stop in bodies)
+        pos = 0
+        for (_, begin, stop), count in zip(bodies, counts, strict=True):
+            _find_record_starts(joined, pos, pos + stop - begin, count, starts_list, index)
+            pos += stop - begin
+            index += count
     buf = np.frombuffer(joined, dtype=np.uint8)
     starts = np.array(starts_list, dtype=np.int64)
     counts_array = np.array(counts, dtype=np.int64)

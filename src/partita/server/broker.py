@@ -41,7 +41,8 @@ class Broker:
     @property
     def info(self) -> BrokerInfo:
         rack = self.config.get("broker.rack") or None
-        return BrokerInfo(self.node_id, self.listener.host, self.listener.port, rack)
+        host, port = self.config.advertised_address() or (self.listener.host, self.listener.port)
+        return BrokerInfo(self.node_id, host, port, rack)
 
     @property
     def cluster_id(self) -> str:

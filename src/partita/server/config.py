@@ -47,6 +47,8 @@ _TOPIC_DEFAULTS = LogConfig().to_kafka()
 BROKER_DEFAULTS: dict[str, str] = {
     "node.id": "0",
     "broker.rack": "",
+    # Where clients are told to connect (Metadata, FindCoordinator); empty: the listener.
+    "advertised.listeners": "",
     "num.partitions": "1",
     "default.replication.factor": "1",
     "auto.create.topics.enable": "true",
@@ -127,7 +129,23 @@ class BrokerConfig:
         config.validate()
         return config
 
+    def advertised_address(self) -> tuple[str, int] | None:
+        """``advertised.listeners`` as (host, port): Kafka's ``PLAINTEXT://host:port``
+        (the first listener when several are given) or a bare ``host:port``."""
+        value = self.values.get("advertised.listeners", "").strip()
+        if not value:
+            return None
+        first = value.split(",")[0].strip()
+        address = first.split("://", 1)[1] if "://" in first else first
+        host, sep, port = address.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise InvalidConfigurationError(
+                f"advertised.listeners={value!r}: expected PLAINTEXT://HOST:PORT"
+            )
+        return host, int(port)
+
     def validate(self) -> None:
+        self.advertised_address()
         for broker_key, topic_key in BROKER_TO_TOPIC.items():
             parse_value(topic_key, self.values[broker_key])
         for key in (
