@@ -90,8 +90,10 @@ def fetch_request(
     max_bytes: int,
     partition_max_bytes: int,
     isolation: int = 0,
+    rack: str = "",
 ) -> Any:
-    """A session-less Fetch (v11) for ``positions``, as a consumer (replica id -1) sends it."""
+    """A session-less Fetch (v11) for ``positions``, as a consumer (replica id -1) sends it;
+    ``rack`` is the consumer's ``client.rack`` (KIP-392)."""
     topics: dict[str, list[Any]] = {}
     for (topic, partition), position in positions.items():
         topics.setdefault(topic, []).append(
@@ -115,7 +117,7 @@ def fetch_request(
         session_epoch=-1,
         topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
         forgotten_topics_data=[],
-        rack_id="",
+        rack_id=rack,
     )
 
 
@@ -139,6 +141,7 @@ class AsyncConsumer:
         heartbeat_interval_ms: int = 3000,
         group_instance_id: str | None = None,
         check_crcs: bool = True,
+        client_rack: str | None = None,
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset must be earliest, latest or none")
@@ -148,6 +151,7 @@ class AsyncConsumer:
         self.fetch_max_bytes = fetch_max_bytes
         self.max_partition_fetch_bytes = max_partition_fetch_bytes
         self.isolation = 1 if isolation_level == "read_committed" else 0
+        self.client_rack = client_rack
         self.cluster = Cluster(bootstrap_servers, client_id)
         self._partitions: dict[TopicPartition, _PartitionState] = {}
         self._chunks: deque[_Chunk] = deque()
@@ -168,6 +172,7 @@ class AsyncConsumer:
                 session_timeout_ms=session_timeout_ms,
                 heartbeat_interval_ms=heartbeat_interval_ms,
                 group_instance_id=group_instance_id,
+                rack=client_rack,
             )
         self.check_crcs = check_crcs
         self.auto_commit = enable_auto_commit and group_id is not None
@@ -498,6 +503,7 @@ class AsyncConsumer:
             max_bytes=self.fetch_max_bytes,
             partition_max_bytes=self.max_partition_fetch_bytes,
             isolation=self.isolation,
+            rack=self.client_rack or "",
         )
         epochs = {tp: self._partitions[tp].epoch for tp in partitions}
         connection = await self.cluster.connection(leader)

@@ -68,6 +68,21 @@ def assignor_for(name: str) -> Assignor:
     )
 
 
+def subscription_user_data(assignor: str, owned: list[TopicPartition], generation: int) -> bytes | None:
+    """What Java's sticky assignors put in the subscription's user data, so that a Java
+    group leader stays sticky for this member: the eager one relies on it alone (an eager
+    member owns nothing by the time it joins), the cooperative one reads the generation."""
+    if assignor == "sticky":
+        from partita.client.assignors import sticky  # noqa: PLC0415 - large, loaded on use
+
+        return sticky.encode_user_data(owned, generation)
+    if assignor == "cooperative-sticky":
+        from partita.client.assignors import sticky  # noqa: PLC0415
+
+        return sticky.encode_cooperative_user_data(generation)
+    return None
+
+
 class GroupError(KafkaError):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
@@ -130,8 +145,10 @@ class GroupMember:
         heartbeat_interval_ms: int = 3_000,
         group_instance_id: str | None = None,
         listener: RebalanceListener | None = None,
+        rack: str | None = None,
     ) -> None:
         self.cluster = cluster
+        self.rack = rack
         self.group_id = group_id
         self.assignors = [assignor_for(n) for n in assignors]
         self.cooperative = all(
@@ -201,13 +218,22 @@ class GroupMember:
 
     async def _join_and_sync(self) -> list[TopicPartition]:
         topics = await self._subscribed_topics()
+        previous = list(self.owned)  # what the sticky assignors' user data remembers
         if not self.cooperative and self.owned:
             self._revoke(list(self.owned))
         coordinator = await self.coordinator()
-        subscription = Subscription(tuple(topics), None, tuple(self.owned), self.generation)
         protocols = [
             JoinGroupRequest.JoinGroupRequestProtocol(
-                name=a.name, metadata=encode_subscription(subscription)
+                name=a.name,
+                metadata=encode_subscription(
+                    Subscription(
+                        tuple(topics),
+                        subscription_user_data(a.name, previous, self.generation),
+                        tuple(self.owned),
+                        self.generation,
+                        self.rack,
+                    )
+                ),
             )
             for a in self.assignors
         ]
