@@ -24,6 +24,7 @@ class TopicInfo:
     name: str
     error_code: int
     leaders: dict[int, int] = field(default_factory=dict)  # partition -> leader node
+    replicas: dict[int, list[int]] = field(default_factory=dict)  # partition -> replica nodes
 
     @property
     def partitions(self) -> int:
@@ -63,6 +64,7 @@ class Cluster:
         self._refreshed: dict[str, float] = {}
         self.client_id = client_id
         self.brokers: dict[int, tuple[str, int]] = {}
+        self.racks: dict[int, str | None] = {}  # broker.rack of each broker, if set
         self.topics: dict[str, TopicInfo] = {}
         self._connections: dict[int, BrokerConnection] = {}
         self._bootstrap_connection: BrokerConnection | None = None
@@ -98,11 +100,13 @@ class Cluster:
         connection = await self.any_connection()
         response: Any = await connection.request(metadata_request(topics, auto_create))
         self.brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+        self.racks = {b.node_id: b.rack for b in response.brokers}
         for topic in response.topics:
             info = TopicInfo(
                 topic.name,
                 topic.error_code,
                 {p.partition_index: p.leader_id for p in topic.partitions},
+                {p.partition_index: list(p.replica_nodes) for p in topic.partitions},
             )
             self.topics[topic.name] = info
             self._refreshed[topic.name] = time.monotonic()
@@ -120,6 +124,16 @@ class Cluster:
             code = info.error_code if info else 3
             raise KafkaError(f"topic {name!r} is not available (error {code})")
         return info
+
+    def replica_racks(self, topics: list[str]) -> dict[tuple[str, int], list[str | None]]:
+        """The racks of each partition's replicas (None for a broker without a rack), as
+        the rack-aware assignors (KIP-881) want them."""
+        return {
+            (topic, partition): [self.racks.get(node) for node in nodes]
+            for topic in topics
+            if topic in self.topics
+            for partition, nodes in self.topics[topic].replicas.items()
+        }
 
     async def close(self) -> None:
         connections = list(self._connections.values())

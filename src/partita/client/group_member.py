@@ -68,7 +68,9 @@ def assignor_for(name: str) -> Assignor:
     )
 
 
-def subscription_user_data(assignor: str, owned: list[TopicPartition], generation: int) -> bytes | None:
+def subscription_user_data(
+    assignor: str, owned: list[TopicPartition], generation: int
+) -> bytes | None:
     """What Java's sticky assignors put in the subscription's user data, so that a Java
     group leader stays sticky for this member: the eager one relies on it alone (an eager
     member owns nothing by the time it joins), the cooperative one reads the generation."""
@@ -305,7 +307,9 @@ class GroupMember:
             for t in wanted
             if t in self.cluster.topics and not self.cluster.topics[t].error_code
         }
-        return assignor.assign(counts, subscriptions)
+        # Replica racks make the sticky assignors rack-aware for members with a rack.
+        racks = self.cluster.replica_racks(list(counts))
+        return assignor.assign(counts, subscriptions, partition_racks=racks)
 
     def _apply(self, new: list[TopicPartition]) -> list[TopicPartition]:
         if self.cooperative:

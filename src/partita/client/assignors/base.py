@@ -8,12 +8,15 @@ the Java client's assignor of the same name, so that mixed groups agree.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
 TopicPartition = tuple[str, int]
 Assignment = dict[str, list[TopicPartition]]
+# The racks of each partition's replicas (None for a broker without broker.rack).
+PartitionRacks = Mapping[TopicPartition, Sequence[str | None]]
 
 
 class RebalanceProtocol(Enum):
@@ -40,8 +43,15 @@ class Assignor(Protocol):
     def supported_protocols(self) -> tuple[RebalanceProtocol, ...]: ...
 
     def assign(
-        self, partitions_per_topic: dict[str, int], subscriptions: dict[str, MemberSubscription]
-    ) -> Assignment: ...
+        self,
+        partitions_per_topic: dict[str, int],
+        subscriptions: dict[str, MemberSubscription],
+        *,
+        partition_racks: PartitionRacks | None = None,
+    ) -> Assignment:
+        """``partition_racks``: the racks of each partition's replicas; assignors that are
+        not rack-aware ignore them."""
+        ...
 
 
 def sorted_members(subscriptions: dict[str, MemberSubscription]) -> list[MemberSubscription]:

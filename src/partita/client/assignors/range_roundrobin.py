@@ -5,6 +5,7 @@ from __future__ import annotations
 from partita.client.assignors.base import (
     Assignment,
     MemberSubscription,
+    PartitionRacks,
     RebalanceProtocol,
     TopicPartition,
     sorted_members,
@@ -19,7 +20,11 @@ class RangeAssignor:
     supported_protocols = (RebalanceProtocol.EAGER,)
 
     def assign(
-        self, partitions_per_topic: dict[str, int], subscriptions: dict[str, MemberSubscription]
+        self,
+        partitions_per_topic: dict[str, int],
+        subscriptions: dict[str, MemberSubscription],
+        *,
+        partition_racks: PartitionRacks | None = None,  # not rack-aware (Java's is, since 3.5)
     ) -> Assignment:
         assignment: Assignment = {member: [] for member in subscriptions}
         ordered = sorted_members(subscriptions)
@@ -44,7 +49,11 @@ class RoundRobinAssignor:
     supported_protocols = (RebalanceProtocol.EAGER,)
 
     def assign(
-        self, partitions_per_topic: dict[str, int], subscriptions: dict[str, MemberSubscription]
+        self,
+        partitions_per_topic: dict[str, int],
+        subscriptions: dict[str, MemberSubscription],
+        *,
+        partition_racks: PartitionRacks | None = None,  # not rack-aware (Java's is, since 3.5)
     ) -> Assignment:
         assignment: Assignment = {member: [] for member in subscriptions}
         ordered = sorted_members(subscriptions)

@@ -45,13 +45,13 @@ from typing import Generic, TypeVar
 from partita.client.assignors.base import (
     Assignment,
     MemberSubscription,
+    PartitionRacks,
     RebalanceProtocol,
     TopicPartition,
 )
 
 DEFAULT_GENERATION = -1
 
-PartitionRacks = Mapping[TopicPartition, Sequence[str | None]]
 """Per partition, the rack of each replica's broker (``None`` for a broker without rack)."""
 
 
