@@ -12,6 +12,7 @@ from tests.faults.cutting_proxy import CuttingProxy
 from tests.integration.conftest import BrokerProcess
 
 RECORDS = 40_000
+PARTITIONS = 3  # several partitions race to reconnect after every cut
 
 
 async def _produce_through_cuts(proxy: CuttingProxy) -> tuple[list[int], int]:
@@ -32,36 +33,39 @@ async def _produce_through_cuts(proxy: CuttingProxy) -> tuple[list[int], int]:
 
         cutter = asyncio.create_task(cut_repeatedly())
         futures = [
-            await producer.send("cuts", f"{i:08d}".encode(), partition=0) for i in range(RECORDS)
+            await producer.send("cuts", f"{i:08d}".encode(), partition=i % PARTITIONS)
+            for i in range(RECORDS)
         ]
         await producer.flush()
         cutter.cancel()
     return [f.result().offset for f in futures], proxy.cuts
 
 
-async def _read_back(bootstrap: str) -> list[bytes | None]:
-    values: list[bytes | None] = []
+async def _read_back(bootstrap: str) -> dict[int, list[bytes | None]]:
+    values: dict[int, list[bytes | None]] = {p: [] for p in range(PARTITIONS)}
     async with AsyncConsumer(bootstrap) as consumer:
-        consumer.assign([("cuts", 0)])
-        consumer.seek(("cuts", 0), 0)
-        while len(values) < RECORDS + 1:
+        consumer.assign([("cuts", p) for p in range(PARTITIONS)])
+        for p in range(PARTITIONS):
+            consumer.seek(("cuts", p), 0)
+        while sum(map(len, values.values())) < RECORDS + 1:
             batch = await consumer.getmany(timeout_ms=2000)
-            got = [r.value for r in batch]
-            if not got:
+            if not batch:
                 break
-            values += got
+            for r in batch:
+                values[r.partition].append(r.value)
     return values
 
 
 def test_no_loss_duplicate_or_reorder_when_connections_are_cut(tmp_path: Path) -> None:
     proxy = CuttingProxy()
     broker = BrokerProcess(
-        tmp_path / "data", {"advertised.listeners": f"PLAINTEXT://{proxy.address}"}
+        tmp_path / "data",
+        {"advertised.listeners": f"PLAINTEXT://{proxy.address}", "num.partitions": "3"},
     )
     broker.start()
     try:
 
-        async def scenario() -> tuple[list[int], int, list[bytes | None]]:
+        async def scenario() -> tuple[list[int], int, dict[int, list[bytes | None]]]:
             await proxy.start(broker.port)
             offsets, cuts = await _produce_through_cuts(proxy)
             values = await _read_back(proxy.address)
@@ -72,7 +76,8 @@ def test_no_loss_duplicate_or_reorder_when_connections_are_cut(tmp_path: Path) -
     finally:
         broker.close()
     assert cuts >= 3, f"only {cuts} cuts hit open connections: the test proved nothing"
-    # Every record acknowledged at the offset of its position in send order...
-    assert offsets == list(range(RECORDS))
-    # ...and the log holds each exactly once, in order.
-    assert values == [f"{i:08d}".encode() for i in range(RECORDS)]
+    # Every record acknowledged at the offset of its position in its partition...
+    assert offsets == [i // PARTITIONS for i in range(RECORDS)]
+    # ...and each partition's log holds each of its records exactly once, in order.
+    for p in range(PARTITIONS):
+        assert values[p] == [f"{i:08d}".encode() for i in range(p, RECORDS, PARTITIONS)]

@@ -78,3 +78,27 @@ def test_unknown_partition_is_refused_before_sending(broker: BrokerProcess) -> N
 
     with pytest.raises(ValueError, match="does not exist"):
         asyncio.run(run())
+
+
+def test_a_refused_batch_does_not_break_the_partitions_sequence(broker: BrokerProcess) -> None:
+    # An idempotent producer numbers every batch; the broker refuses one (too large) and
+    # still expects its sequence. The batches behind it, some already in flight, must be
+    # renumbered and land, in order, instead of failing OUT_OF_ORDER_SEQUENCE_NUMBER.
+    create_topic(broker.bootstrap, "seq", **{"max.message.bytes": "4000"})
+
+    async def run() -> list[asyncio.Future[RecordMetadata]]:
+        async with AsyncProducer(broker.bootstrap, batch_size=600, linger_ms=0) as producer:
+            assert producer.idempotent
+            futures = [await producer.send("seq", b"a%03d" % i, partition=0) for i in range(300)]
+            futures.append(await producer.send("seq", b"x" * 6000, partition=0))
+            futures += [await producer.send("seq", b"b%03d" % i, partition=0) for i in range(300)]
+            await producer.flush()
+        return futures
+
+    futures = asyncio.run(run())
+    refused = futures[300].exception()
+    assert refused is not None and getattr(refused, "code", None) == 10  # MESSAGE_TOO_LARGE
+    delivered = [f.result() for i, f in enumerate(futures) if i != 300]
+    assert [m.offset for m in delivered] == list(range(600))
+    values = [m.value() for m in consume_all(broker.bootstrap, "seq", [0], 600)]
+    assert values == [b"a%03d" % i for i in range(300)] + [b"b%03d" % i for i in range(300)]

@@ -67,6 +67,9 @@ class Cluster:
         self.racks: dict[int, str | None] = {}  # broker.rack of each broker, if set
         self.topics: dict[str, TopicInfo] = {}
         self._connections: dict[int, BrokerConnection] = {}
+        # One connect at a time per broker: callers racing after a failure share it, so
+        # a broker never has two connections (requests on one stay in order).
+        self._connecting: dict[int, asyncio.Lock] = {}
         self._bootstrap_connection: BrokerConnection | None = None
 
     async def any_connection(self) -> BrokerConnection:
@@ -90,11 +93,17 @@ class Cluster:
         existing = self._connections.get(node_id)
         if existing is not None and not existing.closed:
             return existing
-        host, port = self.brokers[node_id]
-        connection = BrokerConnection(host, port, self.client_id)
-        await connection.connect()
-        self._connections[node_id] = connection
-        return connection
+        async with self._connecting.setdefault(node_id, asyncio.Lock()):
+            existing = self._connections.get(node_id)
+            if existing is not None and not existing.closed:
+                return existing
+            host, port = self.brokers[node_id]
+            connection = BrokerConnection(host, port, self.client_id)
+            await connection.connect()
+            self._connections[node_id] = connection
+            if existing is not None:
+                await existing.close()
+            return connection
 
     async def refresh(self, topics: list[str] | None, *, auto_create: bool = True) -> None:
         connection = await self.any_connection()

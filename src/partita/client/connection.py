@@ -75,10 +75,11 @@ class BrokerConnection:
     async def response(self, future: asyncio.Future[Any] | None) -> Any:
         """Wait until what was sent is written out, then for the answer ``future`` is for."""
         assert self._writer is not None
-        await self._writer.drain()
-        if future is None:
-            return None
         try:
+            # A peer that stops reading must not hold the writer past the timeout either.
+            await asyncio.wait_for(self._writer.drain(), self.request_timeout)
+            if future is None:
+                return None
             return await asyncio.wait_for(asyncio.shield(future), self.request_timeout)
         except TimeoutError:
             # A response may still come; this connection can no longer be trusted in order.
@@ -107,7 +108,7 @@ class BrokerConnection:
                         )
                     except Exception as exc:  # an undecodable answer fails that request
                         future.set_exception(exc)
-        except (asyncio.IncompleteReadError, ConnectionError, ConnectionLostError) as exc:
+        except (asyncio.IncompleteReadError, OSError, ConnectionLostError) as exc:
             self._fail_all(ConnectionLostError(f"{self.host}:{self.port}: {exc}"))
         except asyncio.CancelledError:
             self._fail_all(ConnectionLostError("connection closed"))
@@ -127,6 +128,7 @@ class BrokerConnection:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._reader_task
         if self._writer is not None:
-            self._writer.close()
+            # Abort: unsent bytes to a broker that stopped reading must not hold this up.
+            self._writer.transport.abort()
             with contextlib.suppress(Exception):
                 await self._writer.wait_closed()

@@ -31,6 +31,7 @@ from partita.client.partitioners import Partitioner, choose_partition, load_part
 from partita.errors import KafkaError
 from partita.protocol.bulk_records import RecordSet, build_producer_batch
 from partita.protocol.compression import Compression
+from partita.protocol.record_batch import patch_base_sequence
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ class _Batch:
     encoded: bytes | None = None
     attempts: int = 0
     order: int = 0  # position among this producer's closed batches: the resend order
+    sequence: int = -1  # base sequence, for an idempotent producer
     record_count: int | None = None  # set for pre-encoded record sets (one future for all)
     done: asyncio.Future[None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
@@ -151,6 +153,9 @@ class AsyncProducer:
         self._in_flight: dict[tuple[str, int], int] = {}  # batches sent, not yet answered
         # Partitions with a batch to send again: nothing new goes out until none is in flight.
         self._retrying: set[tuple[str, int]] = set()
+        # Partitions where a batch was refused for good: the broker still expects its
+        # sequence, so what follows is renumbered from there before being sent again.
+        self._resequence_from: dict[tuple[str, int], int] = {}
         self._closed_batches = 0
         self._sequences: dict[tuple[str, int], int] = {}
         self._partition_counts: dict[str, int] = {}
@@ -297,6 +302,7 @@ class AsyncProducer:
         if self.idempotent:
             key = (batch.topic, batch.partition)
             sequence = self._sequences.get(key, 0)
+            batch.sequence = sequence
             batch.builder.set_producer_state(self.producer_id, self.producer_epoch, sequence)
             self._sequences[key] = (sequence + batch.count) & 0x7FFFFFFF
         batch.encoded = bytes(batch.builder.build())
@@ -331,11 +337,29 @@ class AsyncProducer:
             if in_flight >= self.max_in_flight or (in_flight and key in self._retrying):
                 continue
             self._retrying.discard(key)
+            if key in self._resequence_from:
+                self._resequence(key, queue, self._resequence_from.pop(key))
             sendable.append(queue.popleft())
             if not queue:
                 del self._ready[key]
             self._in_flight[key] = in_flight + 1
         return sendable
+
+    def _resequence(self, key: tuple[str, int], queue: deque[_Batch], sequence: int) -> None:
+        """Renumber the waiting batches of ``key`` from ``sequence`` (nothing of it is in
+        flight now), closing the gap a refused batch left."""
+        for batch in queue:
+            batch.sequence = sequence
+            assert batch.encoded is not None
+            encoded = bytearray(batch.encoded)
+            patch_base_sequence(encoded, sequence)
+            batch.encoded = bytes(encoded)
+            sequence = (sequence + batch.count) & 0x7FFFFFFF
+        self._sequences[key] = sequence
+        log.warning(
+            "renumbered batches after a refused one",
+            extra={"topic": key[0], "partition": key[1], "batches": len(queue)},
+        )
 
     async def _wait_for_work(self) -> None:
         timeout = None
@@ -443,11 +467,15 @@ class AsyncProducer:
         self._finish(batch)
 
     def _retriable(self, batch: _Batch, code: int) -> bool:
-        key = (batch.topic, batch.partition)
-        # Behind a batch being retried, the broker refuses the next sequences: those are
-        # retried too. Out of order with nothing retried is a real loss of sequence.
-        if code == OUT_OF_ORDER_SEQUENCE and key in self._retrying:
-            return True
+        if code == OUT_OF_ORDER_SEQUENCE:
+            # Behind an earlier batch that is being retried, refused or not yet answered
+            # (on another connection, or by another leader) the broker refuses the next
+            # sequences: those are sent again. With nothing before it, the gap is real.
+            key = (batch.topic, batch.partition)
+            return key in self._retrying or any(
+                0 < other.order < batch.order and (other.topic, other.partition) == key
+                for other in self._unfinished
+            )
         return code in _RETRIABLE
 
     async def _retry_or_fail(self, failed: list[tuple[_Batch, int, str]]) -> None:
@@ -465,6 +493,13 @@ class AsyncProducer:
                 self._retrying.add((batch.topic, batch.partition))
                 retry.append(batch)
                 continue
+            if self.idempotent and code != -1 and batch.sequence >= 0:
+                # The broker refused this batch (a definite answer, so it is not in the
+                # log) and waits for its sequence: renumber what follows before sending.
+                key = (batch.topic, batch.partition)
+                earliest = self._resequence_from.get(key, batch.sequence)
+                self._resequence_from[key] = min(earliest, batch.sequence)
+                self._retrying.add(key)
             error = ProduceError(code, f"{batch.topic}-{batch.partition}: {message or code}")
             for future, _ts in batch.futures:
                 if not future.done():

@@ -189,6 +189,16 @@ def patch_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> Non
     _INT32.pack_into(buf, pos + LEADER_EPOCH_POS, epoch)
 
 
+BASE_SEQUENCE_POS = 53
+
+
+def patch_base_sequence(buf: bytearray, sequence: int) -> None:
+    """Give the single batch in ``buf`` a new base sequence (a producer renumbering what
+    follows a batch that failed for good); the sequence is CRC-covered, so re-sum."""
+    _INT32.pack_into(buf, BASE_SEQUENCE_POS, sequence)
+    _UINT32.pack_into(buf, CRC_POS, compute_crc(buf, 0, len(buf)))
+
+
 def stamp_log_append_time(buf: bytearray | memoryview, pos: int, size: int, now_ms: int) -> None:
     """Turn a batch into a LogAppendTime batch; this changes CRC-covered bytes, so re-sum."""
     attributes = struct.unpack_from(">h", buf, pos + ATTRIBUTES_POS)[0]
