@@ -15,15 +15,17 @@ import asyncio
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
-from partita.pipeline.flights_events import create_topic, load_flight_events, produce_events
 from partita.pipeline.local_broker import LocalBroker
-from partita.pipeline.spark_job import JobResult, run_batch, run_streaming, spark_session
+
+if TYPE_CHECKING:
+    from partita.pipeline.spark_job import JobResult
 
 console = Console()
 
@@ -46,6 +48,20 @@ def run(
     if work_dir.exists():
         shutil.rmtree(work_dir)
     work_dir.mkdir(parents=True)
+    # Imported here, not at the top: pandas, the flights data and PySpark take seconds to
+    # load, and every other partita command (the broker too) imports this module.
+    from partita.pipeline.flights_events import (  # noqa: PLC0415
+        create_topic,
+        load_flight_events,
+        produce_events,
+    )
+    from partita.pipeline.spark_job import (  # noqa: PLC0415
+        JobResult,
+        run_batch,
+        run_streaming,
+        spark_session,
+    )
+
     out_dir = work_dir / "output"
     result = JobResult()
 

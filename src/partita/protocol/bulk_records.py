@@ -69,7 +69,16 @@ class RecordSet:
     first_row: int
 
 
-_TABLE = pa.array([*_VARINTS, _NULL], pa.binary())  # the last entry encodes -1 (null)
+def _binary_array(items: list[bytes]) -> pa.Array:
+    """A binary column of ``items``, built from buffers: ``pa.array`` on a list probes for
+    pandas, an import of most of a second that every CLI command would pay at start-up."""
+    offsets = np.zeros(len(items) + 1, dtype=np.int32)
+    np.cumsum([len(item) for item in items], out=offsets[1:])
+    data = pa.py_buffer(b"".join(items))
+    return pa.Array.from_buffers(pa.binary(), len(items), [None, pa.py_buffer(offsets), data])
+
+
+_TABLE = _binary_array([*_VARINTS, _NULL])  # the last entry encodes -1 (null)
 _TABLE_LENGTHS = np.array([*(len(v) for v in _VARINTS), len(_NULL)], dtype=np.int64)
 
 
@@ -83,10 +92,10 @@ def _varint_column(numbers: np.ndarray) -> tuple[pa.Array, np.ndarray]:
 
 
 # Record prefixes after the length: attributes 0, timestamp delta 0, then the offset delta.
-_DELTA_PREFIXES = pa.array([b"\x00\x00" + v for v in _VARINTS], pa.binary())
+_DELTA_PREFIXES = _binary_array([b"\x00\x00" + v for v in _VARINTS])
 _DELTA_PREFIX_LENGTHS = np.array([2 + len(v) for v in _VARINTS], dtype=np.int64)
 # A null key followed by the value's length varint (the last entry: a null value too).
-_KEYLESS_VALUE_LENGTHS = pa.array([_NULL + v for v in [*_VARINTS, _NULL]], pa.binary())
+_KEYLESS_VALUE_LENGTHS = _binary_array([_NULL + v for v in [*_VARINTS, _NULL]])
 
 
 def _delta_prefixes(count: int) -> tuple[pa.Array, np.ndarray]:
