@@ -10,7 +10,7 @@ from typing import Any
 
 from kafka.protocol.metadata import MetadataRequest
 
-from partita.client.connection import BrokerConnection
+from partita.client.connection import BrokerConnection, ConnectionLostError
 from partita.errors import KafkaError
 
 
@@ -58,9 +58,11 @@ class Cluster:
         bootstrap: str | list[str],
         client_id: str = "partita",
         metadata_max_age_ms: int = 300_000,
+        max_block_ms: int = 60_000,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
         self.metadata_max_age = metadata_max_age_ms / 1000
+        self.max_block = max_block_ms / 1000
         self._refreshed: dict[str, float] = {}
         self.client_id = client_id
         self.brokers: dict[int, tuple[str, int]] = {}
@@ -120,6 +122,20 @@ class Cluster:
             self.topics[topic.name] = info
             self._refreshed[topic.name] = time.monotonic()
 
+    async def _refresh_patiently(self, topics: list[str], auto_create: bool) -> None:
+        """Refresh, riding out a lost connection for up to ``max.block.ms`` (Java's
+        default, 60 s), as the Java producer's wait for metadata does: a broker restart or
+        a network blip must not reach the application as an error."""
+        deadline = time.monotonic() + self.max_block
+        while True:
+            try:
+                await self.refresh(topics, auto_create=auto_create)
+                return
+            except (ConnectionLostError, OSError):
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.1)
+
     def is_stale(self, name: str) -> bool:
         """Whether ``name``'s metadata is older than ``metadata.max.age.ms``."""
         return time.monotonic() - self._refreshed.get(name, 0.0) > self.metadata_max_age
@@ -127,7 +143,7 @@ class Cluster:
     async def topic(self, name: str, *, auto_create: bool = True) -> TopicInfo:
         info = self.topics.get(name)
         if info is None or info.error_code or not info.partitions or self.is_stale(name):
-            await self.refresh([name], auto_create=auto_create)
+            await self._refresh_patiently([name], auto_create)
             info = self.topics.get(name)
         if info is None or info.error_code:
             code = info.error_code if info else 3
