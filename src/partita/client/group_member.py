@@ -68,23 +68,6 @@ def assignor_for(name: str) -> Assignor:
     )
 
 
-def subscription_user_data(
-    assignor: str, owned: list[TopicPartition], generation: int
-) -> bytes | None:
-    """What Java's sticky assignors put in the subscription's user data, so that a Java
-    group leader stays sticky for this member: the eager one relies on it alone (an eager
-    member owns nothing by the time it joins), the cooperative one reads the generation."""
-    if assignor == "sticky":
-        from partita.client.assignors import sticky  # noqa: PLC0415 - large, loaded on use
-
-        return sticky.encode_user_data(owned, generation)
-    if assignor == "cooperative-sticky":
-        from partita.client.assignors import sticky  # noqa: PLC0415
-
-        return sticky.encode_cooperative_user_data(generation)
-    return None
-
-
 class GroupError(KafkaError):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
@@ -230,7 +213,7 @@ class GroupMember:
                 metadata=encode_subscription(
                     Subscription(
                         tuple(topics),
-                        subscription_user_data(a.name, previous, self.generation),
+                        a.subscription_user_data(previous, self.generation),
                         tuple(self.owned),
                         self.generation,
                         self.rack,

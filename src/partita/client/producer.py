@@ -27,6 +27,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 
 from partita.client.cluster import Cluster
+from partita.client.connection import BrokerConnection
 from partita.client.partitioners import Partitioner, choose_partition, load_partitioner
 from partita.errors import KafkaError
 from partita.protocol.bulk_records import RecordSet, build_producer_batch
@@ -100,6 +101,12 @@ class _EncodedRecords:
             producer_epoch=epoch,
             base_sequence=sequence,
         )
+
+
+def _sequence_after(sequence: int, count: int) -> int:
+    """The sequence following ``count`` records from ``sequence`` (wrapping past 2**31-1
+    to 0, as Kafka's sequences do)."""
+    return (sequence + count) & 0x7FFFFFFF
 
 
 def _acks(value: int | str) -> int:
@@ -205,14 +212,10 @@ class AsyncProducer:
         """Queue a record; the returned future resolves when the broker acknowledged it."""
         if self._closed:
             raise RuntimeError("the producer is closed")
-        # Metadata another task refreshed counts at once; only stale metadata costs an await.
-        known = self.cluster.topics.get(topic)
-        count = self._partition_counts.get(topic)
-        if known is None or count != len(known.leaders) or self.cluster.is_stale(topic):
-            count = await self._partition_count(topic)
+        count = self._known_partition_count(topic) or await self._partition_count(topic)
         chosen = choose_partition(self.partitioner, topic, key, value, count, partition)
         timestamp = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
-        batch = self._open.get((topic, chosen)) or self._batch_for(topic, chosen)
+        batch = self._batch_for(topic, chosen)
         future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         metadata = batch.builder.append(
             batch.count, timestamp=timestamp, key=key, value=value, headers=headers or []
@@ -248,7 +251,7 @@ class AsyncProducer:
         broker acknowledged them all. Ordering with ``send`` is kept per partition."""
         if self._closed:
             raise RuntimeError("the producer is closed")
-        count = await self._partition_count(topic)
+        count = self._known_partition_count(topic) or await self._partition_count(topic)
         choose_partition(self.partitioner, topic, None, None, count, partition)
         timestamp = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
         open_batch = self._open.get((topic, partition))
@@ -266,6 +269,16 @@ class AsyncProducer:
     async def partitions_for(self, topic: str) -> int:
         """How many partitions ``topic`` has (from metadata, refreshed when stale)."""
         return await self._partition_count(topic)
+
+    def _known_partition_count(self, topic: str) -> int | None:
+        """The partition count when fresh metadata agrees with it, without an await (the
+        per-record path); None sends the caller to ``_partition_count``, which also warns
+        when the topic grew."""
+        known = self.cluster.topics.get(topic)
+        count = self._partition_counts.get(topic)
+        if known is None or count != len(known.leaders) or self.cluster.is_stale(topic):
+            return None
+        return count
 
     async def _partition_count(self, topic: str) -> int:
         info = await self.cluster.topic(topic)
@@ -304,7 +317,7 @@ class AsyncProducer:
             sequence = self._sequences.get(key, 0)
             batch.sequence = sequence
             batch.builder.set_producer_state(self.producer_id, self.producer_epoch, sequence)
-            self._sequences[key] = (sequence + batch.count) & 0x7FFFFFFF
+            self._sequences[key] = _sequence_after(sequence, batch.count)
         batch.encoded = bytes(batch.builder.build())
         self._closed_batches += 1
         batch.order = self._closed_batches
@@ -354,7 +367,7 @@ class AsyncProducer:
             encoded = bytearray(batch.encoded)
             patch_base_sequence(encoded, sequence)
             batch.encoded = bytes(encoded)
-            sequence = (sequence + batch.count) & 0x7FFFFFFF
+            sequence = _sequence_after(sequence, batch.count)
         self._sequences[key] = sequence
         log.warning(
             "renumbered batches after a refused one",
@@ -410,7 +423,10 @@ class AsyncProducer:
         )
 
     async def _handle_answer(
-        self, connection: Any, answer: asyncio.Future[Any] | None, batches: list[_Batch]
+        self,
+        connection: BrokerConnection,
+        answer: asyncio.Future[Any] | None,
+        batches: list[_Batch],
     ) -> None:
         try:
             response = await connection.response(answer)

@@ -43,6 +43,7 @@ CRC_POS = 17
 ATTRIBUTES_POS = 21
 MAX_TIMESTAMP_POS = 35
 PRODUCER_ID_POS = 43
+BASE_SEQUENCE_POS = 53
 
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_BIT = 0x08
@@ -187,9 +188,6 @@ def patch_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -
 
 def patch_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
     _INT32.pack_into(buf, pos + LEADER_EPOCH_POS, epoch)
-
-
-BASE_SEQUENCE_POS = 53
 
 
 def patch_base_sequence(buf: bytearray, sequence: int) -> None:

@@ -20,14 +20,14 @@ import pyarrow.compute as pc
 from partita.errors import CorruptRecordError
 from partita.protocol.compression import Compression, decompress
 from partita.protocol.record_batch import (
+    COMPRESSION_MASK,
+    CONTROL_BIT,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    TIMESTAMP_TYPE_BIT,
     check_crc,
     read_header,
 )
-
-CONTROL_BIT = 0x20
-LOG_APPEND_TIME_BIT = 0x08
 
 
 @dataclass(slots=True)
@@ -148,7 +148,7 @@ def decode_columns(
             check_crc(view, pos, header)
         batch_end = header.base_offset + header.last_offset_delta + 1
         if not header.attributes & CONTROL_BIT and batch_end > start and header.records_count:
-            codec = Compression(header.attributes & 0x07)
+            codec = Compression(header.attributes & COMPRESSION_MASK)
             if codec is Compression.NONE:
                 bodies.append((data, pos + HEADER_SIZE, pos + size))
             else:
@@ -156,7 +156,7 @@ def decode_columns(
                 bodies.append((body, 0, len(body)))
             counts.append(header.records_count)
             base_offsets.append(header.base_offset)
-            log_append = bool(header.attributes & LOG_APPEND_TIME_BIT)
+            log_append = bool(header.attributes & TIMESTAMP_TYPE_BIT)
             base_times.append(header.max_timestamp if log_append else header.base_timestamp)
             kinds.append(1 if log_append else 0)
         next_offset = max(next_offset, batch_end)
@@ -164,20 +164,18 @@ def decode_columns(
     if not bodies:
         return None, next_offset
 
-    starts_list = [0] * sum(counts)
-    index = 0
     if all(body is data for body, _, _ in bodies):
         joined = data  # nothing compressed: positions are in the fetched bytes themselves
-        for (_, begin, stop), count in zip(bodies, counts, strict=True):
-            _find_record_starts(joined, begin, stop, count, starts_list, index)
-            index += count
+        ranges = [(begin, stop) for _, begin, stop in bodies]
     else:
         joined = b"".join(body[begin:stop] for body, begin, stop in bodies)
-        pos = 0
-        for (_, begin, stop), count in zip(bodies, counts, strict=True):
-            _find_record_starts(joined, pos, pos + stop - begin, count, starts_list, index)
-            pos += stop - begin
-            index += count
+        ends = np.cumsum([stop - begin for _, begin, stop in bodies]).tolist()
+        ranges = list(zip([0, *ends[:-1]], ends, strict=True))
+    starts_list = [0] * sum(counts)
+    index = 0
+    for (begin, stop), count in zip(ranges, counts, strict=True):
+        _find_record_starts(joined, begin, stop, count, starts_list, index)
+        index += count
     buf = np.frombuffer(joined, dtype=np.uint8)
     starts = np.array(starts_list, dtype=np.int64)
     counts_array = np.array(counts, dtype=np.int64)

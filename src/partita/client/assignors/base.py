@@ -42,6 +42,13 @@ class Assignor(Protocol):
     @property
     def supported_protocols(self) -> tuple[RebalanceProtocol, ...]: ...
 
+    def subscription_user_data(
+        self, owned: Sequence[TopicPartition], generation: int
+    ) -> bytes | None:
+        """What this assignor adds to a member's subscription (Java's
+        ``subscriptionUserData``): ``owned`` is what the member was last assigned."""
+        ...
+
     def assign(
         self,
         partitions_per_topic: dict[str, int],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from partita.client.assignors.base import (
     Assignment,
     MemberSubscription,
@@ -18,6 +20,11 @@ class RangeAssignor:
 
     name = "range"
     supported_protocols = (RebalanceProtocol.EAGER,)
+
+    def subscription_user_data(
+        self, owned: Sequence[TopicPartition], generation: int
+    ) -> bytes | None:
+        return None
 
     def assign(
         self,
@@ -47,6 +54,11 @@ class RoundRobinAssignor:
 
     name = "roundrobin"
     supported_protocols = (RebalanceProtocol.EAGER,)
+
+    def subscription_user_data(
+        self, owned: Sequence[TopicPartition], generation: int
+    ) -> bytes | None:
+        return None
 
     def assign(
         self,

@@ -52,8 +52,6 @@ from partita.client.assignors.base import (
 
 DEFAULT_GENERATION = -1
 
-"""Per partition, the rack of each replica's broker (``None`` for a broker without rack)."""
-
 
 class StickyAssignmentError(RuntimeError):
     """Where Java's assignor throws (IllegalStateException, or a null dereference on
@@ -1086,6 +1084,13 @@ class StickyAssignor(_AbstractStickyAssignor):
     name = "sticky"
     supported_protocols = (RebalanceProtocol.EAGER,)
 
+    def subscription_user_data(
+        self, owned: Sequence[TopicPartition], generation: int
+    ) -> bytes | None:
+        """The previous assignment and its generation: all an eager leader (of any client)
+        has to stay sticky, since an eager member owns nothing when it joins."""
+        return encode_user_data(owned, generation)
+
     def _member_data(self, sub: MemberSubscription) -> _MemberData:
         if sub.user_data is not None:
             if not sub.user_data:
@@ -1117,6 +1122,12 @@ class CooperativeStickyAssignor(_AbstractStickyAssignor):
 
     name = "cooperative-sticky"
     supported_protocols = (RebalanceProtocol.COOPERATIVE, RebalanceProtocol.EAGER)
+
+    def subscription_user_data(
+        self, owned: Sequence[TopicPartition], generation: int
+    ) -> bytes | None:
+        """Only the generation: owned partitions travel in the subscription itself."""
+        return encode_cooperative_user_data(generation)
 
     def _member_data(self, sub: MemberSubscription) -> _MemberData:
         if sub.generation >= 0:
