@@ -8,11 +8,8 @@ that raw and partita figures come from the same filesystem in the same run:
 
 1. raw: write N MiB in 1 MiB chunks with os.write + fsync; read it back with 1 MiB
    os.pread; send it to a loopback TCP socket with os.sendfile.
-2. partita appends: one valid batch per size, appended until N MiB are written, then
-   flush() (fsync); default LogConfig (1 GiB segments). Twice: one produce request per
-   write (append_as_leader), and through the broker's group commit (Partition.submit,
-   --group requests of one event-loop turn written together, as when that many
-   producers send to the partition at once).
+2. partita appends: one valid batch per size, appended with append_as_leader until N MiB
+   are written, then flush() (fsync); default LogConfig (1 GiB segments).
 3. partita reads: PartitionLog.read() fetches of 1 MiB up to the LEO, consumed with
    FileRegion.read() (pread) and, separately, with os.sendfile to a loopback TCP socket.
 
@@ -26,7 +23,6 @@ posix_fadvise DONTNEED per file) and the eviction is checked with mincore(2), un
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import cProfile
 import ctypes
@@ -50,7 +46,6 @@ from rich.table import Table
 
 from partita.protocol.record_batch import HEADER_SIZE, read_header
 from partita.protocol.records import Record, build_batch
-from partita.server.partition import Partition
 from partita.storage.config import LogConfig
 from partita.storage.file_region import FileRegion
 from partita.storage.log import PartitionLog
@@ -95,8 +90,7 @@ class Result:
 
     label: str
     batch_size: int
-    write: Rate  # raw write, or partita append (one produce request per write)
-    grouped: Rate  # raw write again, or partita's group commit
+    write: Rate  # raw write, or partita append
     pread: Rate
     sendfile: Rate
 
@@ -119,7 +113,6 @@ def medians(results: list[Result]) -> dict[str, Result]:
             label,
             rounds[0].batch_size,
             median_rate([r.write for r in rounds]),
-            median_rate([r.grouped for r in rounds]),
             median_rate([r.pread for r in rounds]),
             median_rate([r.sendfile for r in rounds]),
         )
@@ -343,7 +336,7 @@ def bench_raw(path: Path, total: int, cache: PageCache, console: Console) -> Res
     pread = raw_pread(path)
     cache.prepare(f"{path.stem} sendfile", [path])
     sendfile = raw_sendfile(path)
-    result = Result(RAW, 0, write, write, pread, sendfile)
+    result = Result(RAW, 0, write, pread, sendfile)
     log_result(console, result)
     return result
 
@@ -372,27 +365,6 @@ def bench_append(plog: PartitionLog, batch: bytes, total: int) -> Rate:
         append(batch, leader_epoch=0)
     plog.flush()
     elapsed = time.perf_counter() - start
-    return Rate(count * len(batch), elapsed, count)
-
-
-def bench_group_commit(partition: Partition, batch: bytes, total: int, group: int) -> Rate:
-    """Appends the way the broker makes them when ``group`` produce requests for the
-    partition arrive in one event-loop turn: each is submitted (checked at once) and
-    the turn's requests are written together."""
-    count = max(group, total // len(batch) // group * group)
-    submit = partition.submit
-
-    async def produce() -> None:
-        for _ in range(count // group):
-            futures = [submit(batch) for _ in range(group)]
-            for future in futures:
-                await future
-
-    start = time.perf_counter()
-    asyncio.run(produce())
-    partition.log.flush()
-    elapsed = time.perf_counter() - start
-    _expect(partition.log.log_end_offset == count * RECORDS_PER_BATCH, "group commit lost data")
     return Rate(count * len(batch), elapsed, count)
 
 
@@ -468,8 +440,6 @@ def profiled(enabled: bool, title: str, console: Console) -> Iterator[None]:
 
 def bench_partita(
     plog: PartitionLog,
-    group_plog: PartitionLog,
-    group: int,
     label: str,
     batch_size: int,
     total: int,
@@ -480,11 +450,6 @@ def bench_partita(
     batch = exact_batch(batch_size)
     with profiled(profile == "append", f"append {label}", console):
         append = bench_append(plog, batch, total)
-    cache.settle()
-    with profiled(profile == "group", f"group commit {label}", console):
-        grouped = bench_group_commit(
-            Partition(group_plog.topic, 0, group_plog), batch, total, group
-        )
     plog.update_high_watermark(plog.log_end_offset)
     segment_paths = [s.log_path for s in plog.segments]
     cache.prepare(f"{plog.name} pread", segment_paths)
@@ -493,7 +458,7 @@ def bench_partita(
     cache.prepare(f"{plog.name} sendfile", segment_paths)
     with profiled(profile == "sendfile", f"read (sendfile) {label}", console):
         sendfile = read_sendfile(plog, batch_size)
-    result = Result(label, batch_size, append, grouped, pread, sendfile)
+    result = Result(label, batch_size, append, pread, sendfile)
     log_result(console, result)
     return result
 
@@ -504,8 +469,7 @@ def bench_partita(
 def log_result(console: Console, r: Result) -> None:
     console.log(
         f"{r.label:>5}: {'write' if r.label == RAW else 'append'} {r.write.mib_s:7.1f}, "
-        f"group commit {r.grouped.mib_s:7.1f}, pread {r.pread.mib_s:7.1f}, "
-        f"sendfile {r.sendfile.mib_s:7.1f} MiB/s"
+        f"pread {r.pread.mib_s:7.1f}, sendfile {r.sendfile.mib_s:7.1f} MiB/s"
     )
 
 
@@ -533,9 +497,7 @@ def results_table(raw: Result, results: list[Result], cache: PageCache) -> Table
     )
     columns = (
         "batch",
-        "append MiB/s (1 request a write)",
-        "% raw write",
-        "group commit MiB/s",
+        "append MiB/s",
         "batches/s",
         "% raw write",
         "read MiB/s (pread)",
@@ -547,18 +509,16 @@ def results_table(raw: Result, results: list[Result], cache: PageCache) -> Table
     for name in columns:
         table.add_column(name, justify="right")
     for r in results:
-        group_ratio = r.grouped.mib_s / raw.write.mib_s
+        write_ratio = r.write.mib_s / raw.write.mib_s
         read_ratio = r.pread.mib_s / raw.pread.mib_s
-        group_cell = f"{group_ratio:.0%}"
+        write_cell = f"{write_ratio:.0%}"
         if r.batch_size >= APPEND_TARGET_MIN_BATCH:
-            group_cell += f" {verdict(group_ratio, APPEND_TARGET)}"
+            write_cell += f" {verdict(write_ratio, APPEND_TARGET)}"
         table.add_row(
             r.label,
             f"{r.write.mib_s:,.1f}",
-            f"{r.write.mib_s / raw.write.mib_s:.0%}",
-            f"{r.grouped.mib_s:,.1f}",
-            f"{r.grouped.batches_s:,.0f}",
-            group_cell,
+            f"{r.write.batches_s:,.0f}",
+            write_cell,
             f"{r.pread.mib_s:,.1f}",
             f"{r.pread.batches_s:,.0f}",
             f"{read_ratio:.0%} {verdict(read_ratio, READ_TARGET)}",
@@ -572,7 +532,7 @@ def spread_table(results: list[Result]) -> Table:
     groups = group_by_label(results)
     rounds = max(len(g) for g in groups.values())
     table = Table(title=f"Spread over {rounds} round(s): min - max MiB/s")
-    for name in ("pass", "write / append", "group commit", "read (pread)", "read (sendfile)"):
+    for name in ("pass", "write / append", "read (pread)", "read (sendfile)"):
         table.add_column(name, justify="right")
 
     def span(rates: list[Rate]) -> str:
@@ -583,7 +543,6 @@ def spread_table(results: list[Result]) -> Table:
         table.add_row(
             label,
             span([g.write for g in group]),
-            span([g.grouped for g in group]) if label != RAW else "",
             span([g.pread for g in group]),
             span([g.sendfile for g in group]),
         )
@@ -594,11 +553,10 @@ def target_lines(raw: Result, results: list[Result]) -> list[str]:
     lines = []
     for r in results:
         if r.batch_size >= APPEND_TARGET_MIN_BATCH:
-            ratio = r.grouped.mib_s / raw.write.mib_s
+            ratio = r.write.mib_s / raw.write.mib_s
             lines.append(
-                f"{verdict(ratio, APPEND_TARGET)}  append {r.label} (group commit, the broker's "
-                f"path): {ratio:.0%} of raw write (target >= {APPEND_TARGET:.0%}); one request "
-                f"a write: {r.write.mib_s / raw.write.mib_s:.0%}"
+                f"{verdict(ratio, APPEND_TARGET)}  append {r.label}: {ratio:.0%} of raw write "
+                f"(target >= {APPEND_TARGET:.0%})"
             )
     for r in results:
         ratio = r.pread.mib_s / raw.pread.mib_s
@@ -664,20 +622,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--warm", action="store_true", help="do not drop the page cache")
     parser.add_argument(
-        "--group",
-        type=int,
-        default=8,
-        help="produce requests per group commit (the broker writes the requests that "
-        "reach a partition in one event-loop turn together: 8 = eight producers at once)",
-    )
-    parser.add_argument(
         "--profile",
-        choices=("append", "group", "read", "sendfile"),
+        choices=("append", "read", "sendfile"),
         help="cProfile this phase in the first round (top 25 by cumulative time)",
     )
     args = parser.parse_args(argv)
-    if args.size_mb <= 0 or args.repeat <= 0 or args.group <= 0:
-        parser.error("--size-mb, --repeat and --group must be positive")
+    if args.size_mb <= 0 or args.repeat <= 0:
+        parser.error("--size-mb and --repeat must be positive")
     try:
         args.sizes = [(label.upper(), parse_size(label)) for label in args.batch_sizes]
     except argparse.ArgumentTypeError as exc:
@@ -715,15 +666,9 @@ def run(args: argparse.Namespace, workdir: Path, console: Console) -> None:
                     continue
                 topic = f"bench{size}-round{round_no}"
                 plog = manager.get_or_create(topic, 0)
-                group_plog = manager.get_or_create(f"{topic}-group", 0)
                 profile = args.profile if round_no == 0 else None
-                results.append(
-                    bench_partita(
-                        plog, group_plog, args.group, label, size, total, cache, console, profile
-                    )
-                )
+                results.append(bench_partita(plog, label, size, total, cache, console, profile))
                 manager.delete_partition(topic, 0)
-                manager.delete_partition(f"{topic}-group", 0)
     finally:
         manager.shutdown()
     report(console, results, cache)

@@ -16,7 +16,6 @@ restarts without snapshot files.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from partita.errors import KafkaError
@@ -104,21 +103,6 @@ class ProducerStateTable:
             entry = ProducerEntry(epoch)
             self.producers[producer_id] = entry
         entry.batches.append(BatchSequence(first_seq, last_seq, first_offset, last_offset))
-
-    def copy_of(self, producer_ids: Iterable[int]) -> ProducerStateTable:
-        """A separate table holding copies of these producers' state (to plan on)."""
-        copy = ProducerStateTable()
-        for producer_id in producer_ids:
-            entry = self.producers.get(producer_id)
-            if entry is not None:
-                copy.producers[producer_id] = ProducerEntry(
-                    entry.epoch, deque(entry.batches, maxlen=BATCHES_REMEMBERED)
-                )
-        return copy
-
-    def adopt(self, planned: ProducerStateTable) -> None:
-        """Take over the state of every producer in ``planned`` (after its batches landed)."""
-        self.producers.update(planned.producers)
 
     def truncate_to(self, offset: int) -> None:
         """Forget batches at or after ``offset`` (the log was truncated)."""

@@ -9,25 +9,24 @@ ISR rule (min LEO over the ISR, never moving back).
 from __future__ import annotations
 
 import asyncio
-import logging
 import struct
 from dataclasses import dataclass, field
 
 from partita.coordinator.producer_state import ProducerStateTable
-from partita.errors import CorruptRecordError, InvalidRecordError, KafkaError, UnknownServerError
+from partita.errors import CorruptRecordError, InvalidRecordError
 from partita.protocol.record_batch import (
     BATCH_LENGTH_POS,
     LOG_OVERHEAD,
     MAGIC_POS,
     MAGIC_V2,
+    PRODUCER_ID_POS,
+    iter_headers,
 )
-from partita.server.append_plan import Answer, plan_appends
-from partita.storage.log import AppendInfo, PartitionLog, ProducerBatches
-
-log = logging.getLogger(__name__)
+from partita.storage.log import AppendInfo, PartitionLog
 
 # Kafka's smallest legal batch length: enough to reach the magic byte.
 MIN_BATCH_LENGTH = 14
+_PRODUCER_ID = struct.Struct(">q")
 
 
 @dataclass(slots=True)
@@ -39,8 +38,6 @@ class Partition:
     isr: list[int] = field(default_factory=list)
     producers: ProducerStateTable = field(default_factory=ProducerStateTable)
     waiters: set[asyncio.Future[None]] = field(default_factory=set)
-    # Produce requests of this event-loop turn, written together (group commit).
-    pending: list[tuple[ProducerBatches, asyncio.Future[AppendInfo]]] = field(default_factory=list)
 
     def rebuild_producer_state(self) -> None:
         """Replay idempotent batch headers from the log (no record decoding)."""
@@ -60,61 +57,46 @@ class Partition:
         self.producers = table
 
     def append(self, records: bytes | memoryview) -> AppendInfo:
-        """Append a producer's batches now, applying the idempotence rules first."""
-        answer = self._commit([self._check(records)])[0]
-        if isinstance(answer, KafkaError):
-            raise answer
-        return answer
-
-    def submit(self, records: bytes | memoryview) -> asyncio.Future[AppendInfo]:
-        """Queue a produce request's batches for this event-loop turn's group commit.
-
-        A request that is bad in itself is refused here, at once; the others of the turn
-        are written together by one call to the log when the turn's tasks have run, and
-        each future resolves only after that write (or with its error).
-        """
-        checked = self._check(records)
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[AppendInfo] = loop.create_future()
-        if not self.pending:
-            loop.call_soon(self._commit_pending)
-        self.pending.append((checked, future))
-        return future
-
-    def _check(self, records: bytes | memoryview) -> ProducerBatches:
+        """Append a producer's batches, applying the idempotence rules first."""
         view = memoryview(records)
         _check_produce_records(view)
-        return self.log.check_from_producer(view)
-
-    def _commit_pending(self) -> None:
-        pending, self.pending = self.pending, []
-        try:
-            answers = self._commit([checked for checked, _future in pending])
-        except Exception as exc:  # a bug: answer every producer rather than hang them
-            log.exception("group commit failed", extra={"partition": self.log.name})
-            error = UnknownServerError(f"{type(exc).__name__}: {exc}")
-            answers = [error] * len(pending)
-        for (_checked, future), answer in zip(pending, answers, strict=True):
-            if future.cancelled():
-                continue
-            if isinstance(answer, KafkaError):
-                future.set_exception(answer)
-            else:
-                future.set_result(answer)
-
-    def _commit(self, requests: list[ProducerBatches]) -> list[Answer]:
-        leo = self.log.log_end_offset
-        plan = plan_appends(requests, self.producers, leo, self.log.log_start_offset)
-        if not plan.accepted:
-            return plan.settle([])
-        accepted = [requests[i] for i in plan.accepted]
-        try:
-            written = self.log.append_checked(accepted, self.leader_epoch, offsets_from=leo)
-        except KafkaError as exc:
-            return plan.fail(exc)
-        self.producers.adopt(plan.staged)
+        # Only the producer id is needed here; the log validates the whole header once.
+        (producer_id,) = _PRODUCER_ID.unpack_from(view, PRODUCER_ID_POS)
+        if producer_id < 0:
+            info = self.log.append_as_leader(view, self.leader_epoch)
+        else:
+            info = self._append_idempotent(view)
         self.advance_high_watermark()
-        return plan.settle(written)
+        return info
+
+    def _append_idempotent(self, view: memoryview) -> AppendInfo:
+        headers = [h for _pos, h in iter_headers(view)]
+        if len(headers) != 1:
+            # Kafka's producers send one batch per partition; more is not idempotent-safe.
+            raise InvalidRecordError("an idempotent produce must carry exactly one batch")
+        h = headers[0]
+        last_seq = h.base_sequence + h.last_offset_delta
+        duplicate = self.producers.check(h.producer_id, h.producer_epoch, h.base_sequence, last_seq)
+        if duplicate is not None:
+            return AppendInfo(
+                duplicate.first_offset,
+                duplicate.last_offset,
+                -1,
+                -1,
+                0,
+                0,
+                self.log.log_start_offset,
+            )
+        info = self.log.append_as_leader(view, self.leader_epoch)
+        self.producers.record(
+            h.producer_id,
+            h.producer_epoch,
+            h.base_sequence,
+            last_seq,
+            info.first_offset,
+            info.last_offset,
+        )
+        return info
 
     def advance_high_watermark(self) -> None:
         if self.log.high_watermark != self.log.log_end_offset:

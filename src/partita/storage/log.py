@@ -20,7 +20,7 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -68,21 +68,6 @@ Clock = Callable[[], int]
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class ProducerBatches(NamedTuple):
-    """One produce request's batches for a partition, checked and ready to append."""
-
-    view: memoryview
-    headers: list[tuple[int, BatchHeader]]  # (position in view, header), in order
-
-    @property
-    def size(self) -> int:
-        return len(self.view)
-
-    @property
-    def first(self) -> BatchHeader:
-        return self.headers[0][1]
 
 
 class AppendInfo(NamedTuple):
@@ -171,106 +156,33 @@ class PartitionLog:
 
     # -- appends -----------------------------------------------------------------
 
-    def check_from_producer(self, records: bytes | bytearray | memoryview) -> ProducerBatches:
-        """Validate a producer's batches for this partition without touching the log.
-
-        Raises the Kafka error a broker would answer with. Depends only on the topic's
-        config, so a broker may check a request's batches as they arrive and append them
-        later, together with other producers' (group commit).
-        """
-        view = memoryview(records)
-        single = self._check_single_batch(view)
-        if single is not None:
-            return single
-        return ProducerBatches(view, self._validate(view, from_client=True))
-
-    def _check_single_batch(self, view: memoryview) -> ProducerBatches | None:
-        """Most produce requests carry one batch per partition: check it without the
-        general loop. Returns None (take the general path, which also produces the right
-        error) for anything unusual."""
-        config = self.config
-        if len(view) < HEADER_SIZE or config.compact:
-            return None
-        header = BatchHeader._make(HEADER_STRUCT.unpack_from(view, 0))
-        size = header.batch_length + LOG_OVERHEAD
-        if (
-            size != len(view)
-            or header.magic != MAGIC_V2
-            or size > config.max_message_bytes
-            or size > config.segment_bytes
-            or header.records_count <= 0
-            or header.last_offset_delta != header.records_count - 1
-            or header.attributes & CONTROL_BIT
-            or (header.producer_id >= 0 and header.base_sequence < 0)
-            or crc32c.crc32c(view[ATTRIBUTES_POS:]) != header.crc
-        ):
-            return None
-        return ProducerBatches(view, [(0, header)])
-
     def append_as_leader(
         self, records: bytes | bytearray | memoryview, leader_epoch: int
     ) -> AppendInfo:
-        """Validate producer batches, give them offsets and the leader epoch, append them."""
-        return self.append_checked(
-            [self.check_from_producer(records)], leader_epoch, offsets_from=-1
-        )[0]
-
-    def append_checked(
-        self, requests: Sequence[ProducerBatches], leader_epoch: int, *, offsets_from: int
-    ) -> list[AppendInfo]:
-        """Append checked producer batches (of one or many produce requests) in order,
-        with as few writes as the segment size allows; one AppendInfo per request.
+        """Validate producer batches, give them offsets and the leader epoch, append them.
 
         Batches stay opaque bytes: each is written as a new 17-byte prefix (base offset,
         length, epoch, magic) followed by the client's own bytes from the CRC onwards.
-        ``offsets_from`` is the log end offset the caller planned offsets from (-1: no
-        plan); when the log has moved since, nothing is written.
         """
         with self._lock:
             self._check_online()
-            if offsets_from >= 0 and offsets_from != self.log_end_offset:
-                raise KafkaStorageError(
-                    f"{self.name}: appends planned from offset {offsets_from}, but the log "
-                    f"ends at {self.log_end_offset}"
-                )
+            view = memoryview(records)
+            single = self._single_batch_fast_path(view, leader_epoch)
+            if single is not None:
+                return single
+            headers = self._validate(view, from_client=True)
+            next_offset = self.log_end_offset
             log_append_time = -1
             if self.config.message_timestamp_type == "LogAppendTime":
                 log_append_time = self.clock()
-            if len(requests) == 1:  # the common case: skip the splitting
-                return self._append_requests(requests, leader_epoch, log_append_time)
-            answers: list[AppendInfo] = []
-            for chunk in self._segment_sized(requests):
-                answers.extend(self._append_requests(chunk, leader_epoch, log_append_time))
-            return answers
-
-    def _segment_sized(
-        self, requests: Sequence[ProducerBatches]
-    ) -> Iterator[Sequence[ProducerBatches]]:
-        """Split a group of requests so that no single write is larger than a segment."""
-        limit = self.config.segment_bytes
-        start, total = 0, 0
-        for i, request in enumerate(requests):
-            size = request.size
-            if total + size > limit and i > start:
-                yield requests[start:i]
-                start, total = i, 0
-            total += size
-        yield requests[start:]
-
-    def _append_requests(
-        self, requests: Sequence[ProducerBatches], leader_epoch: int, log_append_time: int
-    ) -> list[AppendInfo]:
-        next_offset = self.log_end_offset
-        buffers: list[bytes | memoryview] = []
-        infos: list[BatchInfo] = []
-        spans: list[tuple[int, int, int]] = []  # per request: first offset, infos, bytes
-        pack_prefix = _PREFIX.pack
-        for view, headers in requests:
-            first = next_offset
+            buffers: list[bytes | memoryview] = []
+            infos: list[BatchInfo] = []
+            pack_prefix = _PREFIX.pack
             for pos, header in headers:
-                batch_length = header.batch_length
-                size = batch_length + LOG_OVERHEAD
-                buffers.append(pack_prefix(next_offset, batch_length, leader_epoch, MAGIC_V2))
+                size = header.batch_length + LOG_OVERHEAD
+                buffers.append(
+                    pack_prefix(next_offset, header.batch_length, leader_epoch, MAGIC_V2)
+                )
                 if log_append_time >= 0:
                     copy = bytearray(view[pos : pos + size])
                     stamp_log_append_time(copy, 0, size, log_append_time)
@@ -282,25 +194,48 @@ class PartitionLog:
                 last = next_offset + header.last_offset_delta
                 infos.append(BatchInfo(next_offset, last, max_ts, size, leader_epoch))
                 next_offset = last + 1
-            spans.append((first, len(headers), len(view)))
-        self._append(buffers, infos)
-        log_start = self.log_start_offset
-        answers: list[AppendInfo] = []
-        at = 0
-        for first, count, nbytes in spans:
-            last_info = infos[at + count - 1]
-            max_ts = (
-                last_info.max_timestamp
-                if count == 1
-                else max(info.max_timestamp for info in infos[at : at + count])
-            )
-            answers.append(
-                AppendInfo(
-                    first, last_info.last_offset, max_ts, log_append_time, count, nbytes, log_start
-                )
-            )
-            at += count
-        return answers
+            return self._append(buffers, infos, log_append_time)
+
+    def _single_batch_fast_path(self, view: memoryview, leader_epoch: int) -> AppendInfo | None:
+        """Most produce requests carry one batch per partition: take it without the
+        general loop. Returns None (take the general path, which also produces the right
+        error) for anything unusual."""
+        config = self.config
+        if len(view) < HEADER_SIZE or config.compact:
+            return None
+        (
+            _,
+            batch_length,
+            _,
+            magic,
+            crc,
+            attributes,
+            last_delta,
+            _,
+            max_ts,
+            producer_id,
+            _,
+            base_sequence,
+            count,
+        ) = HEADER_STRUCT.unpack_from(view, 0)
+        size = batch_length + LOG_OVERHEAD
+        if (
+            size != len(view)
+            or magic != MAGIC_V2
+            or size > config.max_message_bytes
+            or size > config.segment_bytes
+            or count <= 0
+            or last_delta != count - 1
+            or attributes & CONTROL_BIT
+            or (producer_id >= 0 and base_sequence < 0)
+            or config.message_timestamp_type != "CreateTime"
+            or crc32c.crc32c(view[ATTRIBUTES_POS:]) != crc
+        ):
+            return None
+        offset = self.log_end_offset
+        prefix = _PREFIX.pack(offset, batch_length, leader_epoch, MAGIC_V2)
+        info = BatchInfo(offset, offset + last_delta, max_ts, size, leader_epoch)
+        return self._append([prefix, view[_PREFIX_SIZE:]], [info], -1)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches copied from the leader, keeping their offsets and epochs."""
@@ -329,16 +264,7 @@ class PartitionLog:
                 )
                 expected = header.next_offset
             start, end = headers[0][0], headers[-1][0] + headers[-1][1].size
-            self._append([view[start:end]], infos)
-            return AppendInfo(
-                infos[0].base_offset,
-                infos[-1].last_offset,
-                max(info.max_timestamp for info in infos),
-                -1,
-                len(infos),
-                end - start,
-                self.log_start_offset,
-            )
+            return self._append([view[start:end]], infos, -1)
 
     def _empty_append(self) -> AppendInfo:
         leo = self.log_end_offset
@@ -391,7 +317,9 @@ class PartitionLog:
                     f"compacted topic {self.topic} needs a key on every record"
                 )
 
-    def _append(self, buffers: list[bytes | memoryview], infos: list[BatchInfo]) -> None:
+    def _append(
+        self, buffers: list[bytes | memoryview], infos: list[BatchInfo], log_append_time: int
+    ) -> AppendInfo:
         total = 0
         max_timestamp = -1
         for info in infos:
@@ -430,6 +358,9 @@ class PartitionLog:
                 self.offline_reason = f"flush after append failed: {exc}"
                 log.error("partition offline", extra={"partition": self.name, "error": str(exc)})
                 raise
+        return AppendInfo(
+            first, last, max_timestamp, log_append_time, len(infos), total, self.log_start_offset
+        )
 
     def _assign_epochs(self, infos: list[BatchInfo]) -> bool:
         latest = self.epochs.latest_epoch

@@ -270,31 +270,25 @@ class LogSegment:
             finally:
                 raise
         position = self.size
-        # Locals instead of attributes: this loop runs once per appended batch.
-        max_ts, offset_of_max = self.max_timestamp_so_far, self.offset_of_max_timestamp
-        since_last, interval = self.bytes_since_last_index_entry, self.index_interval_bytes
         for info in infos:
-            if info.max_timestamp > max_ts:
-                max_ts, offset_of_max = info.max_timestamp, info.last_offset
-            if since_last > interval:
-                self._add_index_entry(info, position, max_ts, offset_of_max)
-                since_last = 0
+            if info.max_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = info.max_timestamp
+                self.offset_of_max_timestamp = info.last_offset
+            if self.bytes_since_last_index_entry > self.index_interval_bytes:
+                self._add_index_entry(info, position)
             position += info.size
-            since_last += info.size
-        self.max_timestamp_so_far, self.offset_of_max_timestamp = max_ts, offset_of_max
-        self.bytes_since_last_index_entry = since_last
+            self.bytes_since_last_index_entry += info.size
         if self.rolling_based_timestamp is None:
             self.rolling_based_timestamp = infos[0].max_timestamp
         self.size = position
         self.next_offset = infos[-1].last_offset + 1
         self.unflushed = True
 
-    def _add_index_entry(
-        self, info: BatchInfo, position: int, max_timestamp: int, offset_of_max: int
-    ) -> None:
+    def _add_index_entry(self, info: BatchInfo, position: int) -> None:
         offset_index, time_index = self.offset_index, self.time_index
         offset_index.append(info.last_offset, position, position + info.size)
-        time_index.maybe_append(max_timestamp, offset_of_max)
+        time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
+        self.bytes_since_last_index_entry = 0
         self.indexes_full = offset_index.is_full or time_index.is_full
 
     def on_become_inactive(self) -> None:
@@ -509,10 +503,7 @@ class LogSegment:
             self.max_timestamp_so_far = info.max_timestamp
             self.offset_of_max_timestamp = info.last_offset
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            self._add_index_entry(
-                info, position, self.max_timestamp_so_far, self.offset_of_max_timestamp
-            )
-            self.bytes_since_last_index_entry = 0
+            self._add_index_entry(info, position)
         self.bytes_since_last_index_entry += info.size
         if self.rolling_based_timestamp is None:
             self.rolling_based_timestamp = info.max_timestamp

@@ -3,7 +3,6 @@ the assigned base offsets (or nothing at all for acks=0)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Any
@@ -21,7 +20,6 @@ from partita.errors import (
 from partita.protocol.codec import RequestHeader
 from partita.server.broker import Broker
 from partita.server.closing import CloseConnectionError
-from partita.storage.log import AppendInfo
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +49,7 @@ _Topic = ProduceResponse.TopicProduceResponse
 _Partition = _Topic.PartitionProduceResponse
 
 
-def _submit_one(
-    broker: Broker, request: Any, topic: str, index: int, records: Any
-) -> asyncio.Future[AppendInfo] | Any:
-    """Queue one partition's records for the group commit, or refuse them at once."""
+def _append_one(broker: Broker, request: Any, topic: str, index: int, records: Any) -> Any:
     try:
         if request.transactional_id is not None:
             raise TransactionalIdNotSupportedError("partita does not support transactions")
@@ -70,35 +65,21 @@ def _submit_one(
                 )
         if not records:
             raise InvalidRecordError("no record batch in the produce request")
-        return partition.submit(records)
-    except Exception as exc:
-        return _refusal(topic, index, exc)
-
-
-async def _answer(topic: str, index: int, submitted: asyncio.Future[AppendInfo] | Any) -> Any:
-    if not isinstance(submitted, asyncio.Future):
-        return submitted
-    try:
-        info = await submitted
-    except Exception as exc:
-        return _refusal(topic, index, exc)
-    return _Partition(
-        index=index,
-        error_code=0,
-        base_offset=info.first_offset,
-        log_append_time_ms=info.log_append_time,
-        log_start_offset=info.log_start_offset,
-        record_errors=[],
-        error_message=None,
-    )
-
-
-def _refusal(topic: str, index: int, exc: Exception) -> Any:
-    if isinstance(exc, KafkaError):
+        info = partition.append(records)
+        return _Partition(
+            index=index,
+            error_code=0,
+            base_offset=info.first_offset,
+            log_append_time_ms=info.log_append_time,
+            log_start_offset=info.log_start_offset,
+            record_errors=[],
+            error_message=None,
+        )
+    except KafkaError as exc:
         code, message = exc.code, exc.message
         _rejections.warn(topic, index, code, message)
-    else:
-        log.exception("produce failed", extra={"partition": f"{topic}-{index}"}, exc_info=exc)
+    except Exception as exc:
+        log.exception("produce failed", extra={"partition": f"{topic}-{index}"})
         code, message = UnknownServerError.code, f"{type(exc).__name__}: {exc}"
     return _Partition(
         index=index,
@@ -111,23 +92,14 @@ def _refusal(topic: str, index: int, exc: Exception) -> Any:
     )
 
 
-async def handle(broker: Broker, _header: RequestHeader, request: Any) -> Any | None:
-    # Every partition is queued before any is awaited, so that all of them join this
-    # event-loop turn's group commit.
-    submitted = [
-        (
-            topic_data.name,
-            [
-                (p.index, _submit_one(broker, request, topic_data.name, p.index, p.records))
-                for p in topic_data.partition_data
-            ],
-        )
-        for topic_data in request.topic_data
-    ]
+def handle(broker: Broker, _header: RequestHeader, request: Any) -> Any | None:
     responses = []
-    for topic, partitions in submitted:
-        answers = [await _answer(topic, index, queued) for index, queued in partitions]
-        responses.append(_Topic(name=topic, partition_responses=answers))
+    for topic_data in request.topic_data:
+        partitions = [
+            _append_one(broker, request, topic_data.name, p.index, p.records)
+            for p in topic_data.partition_data
+        ]
+        responses.append(_Topic(name=topic_data.name, partition_responses=partitions))
     if request.acks == 0:
         failed = [p for t in responses for p in t.partition_responses if p.error_code]
         if failed:
