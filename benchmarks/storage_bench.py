@@ -13,8 +13,11 @@ that raw and partita figures come from the same filesystem in the same run:
 3. partita reads: PartitionLog.read() fetches of 1 MiB up to the LEO, consumed with
    FileRegion.read() (pread) and, separately, with os.sendfile to a loopback TCP socket.
 
-The whole sequence runs R times (rounds interleave raw and partita passes, so a slow
-spell of a shared machine hits both); each figure is the median of its rounds. Before
+Every partita phase runs right after the same raw phase (raw write, then partita append;
+raw read, then partita read; ...), and each "% raw" figure is the median over the rounds
+of these pairs' ratios: on a shared VM the disk's speed drifts by 2x within minutes, and
+pairs cancel the drift that a ratio of separate medians keeps. The whole sequence runs R
+times, rotating the batch sizes; absolute figures are medians of their rounds. Before
 every read pass the page cache is dropped (/proc/sys/vm/drop_caches, falling back to
 posix_fadvise DONTNEED per file) and the eviction is checked with mincore(2), unless
 --warm asks for page-cache reads. Sizes are MiB (2**20 bytes); rates are MiB/s.
@@ -33,6 +36,7 @@ import pstats
 import re
 import shutil
 import socket
+import statistics
 import sys
 import tempfile
 import threading
@@ -93,6 +97,10 @@ class Result:
     write: Rate  # raw write, or partita append
     pread: Rate
     sendfile: Rate
+    # partita passes: partita / the raw pass measured right beside it, for write, pread
+    # and sendfile. Pairs cancel the slow drifts of a shared machine that medians of
+    # separate passes do not.
+    paired: tuple[float, float, float] | None = None
 
 
 def median_rate(rates: list[Rate]) -> Rate:
@@ -115,9 +123,18 @@ def medians(results: list[Result]) -> dict[str, Result]:
             median_rate([r.write for r in rounds]),
             median_rate([r.pread for r in rounds]),
             median_rate([r.sendfile for r in rounds]),
+            _median_ratios(rounds),
         )
         for label, rounds in group_by_label(results).items()
     }
+
+
+def _median_ratios(rounds: list[Result]) -> tuple[float, float, float] | None:
+    pairs = [r.paired for r in rounds if r.paired is not None]
+    if not pairs:
+        return None
+    write, pread, sendfile = (statistics.median(p[i] for p in pairs) for i in range(3))
+    return write, pread, sendfile
 
 
 def _expect(condition: bool, message: str) -> None:
@@ -330,17 +347,6 @@ def raw_sendfile(path: Path) -> Rate:
     return Rate(size, elapsed)
 
 
-def bench_raw(path: Path, total: int, cache: PageCache, console: Console) -> Result:
-    write = raw_write(path, total)
-    cache.prepare(f"{path.stem} pread", [path])
-    pread = raw_pread(path)
-    cache.prepare(f"{path.stem} sendfile", [path])
-    sendfile = raw_sendfile(path)
-    result = Result(RAW, 0, write, pread, sendfile)
-    log_result(console, result)
-    return result
-
-
 # -- partita -------------------------------------------------------------------------
 
 
@@ -438,29 +444,47 @@ def profiled(enabled: bool, title: str, console: Console) -> Iterator[None]:
         pstats.Stats(profiler, stream=sys.stdout).sort_stats("cumulative").print_stats(25)
 
 
-def bench_partita(
+def bench_pair(
     plog: PartitionLog,
+    raw_path: Path,
     label: str,
     batch_size: int,
     total: int,
     cache: PageCache,
     console: Console,
     profile: str | None,
-) -> Result:
+) -> tuple[Result, Result]:
+    """Each partita phase right after the same raw phase: (raw result, partita result)."""
     batch = exact_batch(batch_size)
+    raw_written = raw_write(raw_path, total)
+    cache.settle()
     with profiled(profile == "append", f"append {label}", console):
         append = bench_append(plog, batch, total)
     plog.update_high_watermark(plog.log_end_offset)
     segment_paths = [s.log_path for s in plog.segments]
+
+    cache.prepare(f"{raw_path.stem} pread", [raw_path])
+    raw_read = raw_pread(raw_path)
     cache.prepare(f"{plog.name} pread", segment_paths)
     with profiled(profile == "read", f"read (pread) {label}", console):
         pread = read_pread(plog, batch_size)
+
+    cache.prepare(f"{raw_path.stem} sendfile", [raw_path])
+    raw_sent = raw_sendfile(raw_path)
     cache.prepare(f"{plog.name} sendfile", segment_paths)
     with profiled(profile == "sendfile", f"read (sendfile) {label}", console):
         sendfile = read_sendfile(plog, batch_size)
-    result = Result(label, batch_size, append, pread, sendfile)
+
+    raw = Result(RAW, 0, raw_written, raw_read, raw_sent)
+    paired = (
+        append.mib_s / raw_written.mib_s,
+        pread.mib_s / raw_read.mib_s,
+        sendfile.mib_s / raw_sent.mib_s,
+    )
+    result = Result(label, batch_size, append, pread, sendfile, paired)
+    log_result(console, raw)
     log_result(console, result)
-    return result
+    return raw, result
 
 
 # -- report --------------------------------------------------------------------------
@@ -478,7 +502,7 @@ def verdict(ratio: float, target: float) -> str:
 
 
 def raw_table(raw: Result, cache: PageCache) -> Table:
-    table = Table(title="Raw disk (same filesystem, same run; median of the rounds)")
+    table = Table(title="Raw disk (same filesystem, same run; median of all raw passes)")
     table.add_column("operation")
     table.add_column("MiB/s", justify="right")
     table.add_row("sequential write, 1 MiB os.write + fsync", f"{raw.write.mib_s:,.1f}")
@@ -490,10 +514,10 @@ def raw_table(raw: Result, cache: PageCache) -> Table:
     return table
 
 
-def results_table(raw: Result, results: list[Result], cache: PageCache) -> Table:
+def results_table(results: list[Result], cache: PageCache) -> Table:
     table = Table(
-        title=f"partita vs raw disk (median of the rounds; reads {cache.state}; "
-        "% of the raw figure with target verdict)"
+        title=f"partita vs raw disk (median of the rounds; reads {cache.state}; % raw: "
+        "median of each round's partita / raw pair, with target verdict)"
     )
     columns = (
         "batch",
@@ -509,8 +533,7 @@ def results_table(raw: Result, results: list[Result], cache: PageCache) -> Table
     for name in columns:
         table.add_column(name, justify="right")
     for r in results:
-        write_ratio = r.write.mib_s / raw.write.mib_s
-        read_ratio = r.pread.mib_s / raw.pread.mib_s
+        write_ratio, read_ratio, sendfile_ratio = _ratios(r)
         write_cell = f"{write_ratio:.0%}"
         if r.batch_size >= APPEND_TARGET_MIN_BATCH:
             write_cell += f" {verdict(write_ratio, APPEND_TARGET)}"
@@ -523,9 +546,14 @@ def results_table(raw: Result, results: list[Result], cache: PageCache) -> Table
             f"{r.pread.batches_s:,.0f}",
             f"{read_ratio:.0%} {verdict(read_ratio, READ_TARGET)}",
             f"{r.sendfile.mib_s:,.1f}",
-            f"{r.sendfile.mib_s / raw.sendfile.mib_s:.0%}",
+            f"{sendfile_ratio:.0%}",
         )
     return table
+
+
+def _ratios(r: Result) -> tuple[float, float, float]:
+    assert r.paired is not None, f"{r.label} has no paired raw pass"
+    return r.paired
 
 
 def spread_table(results: list[Result]) -> Table:
@@ -549,17 +577,17 @@ def spread_table(results: list[Result]) -> Table:
     return table
 
 
-def target_lines(raw: Result, results: list[Result]) -> list[str]:
+def target_lines(results: list[Result]) -> list[str]:
     lines = []
     for r in results:
         if r.batch_size >= APPEND_TARGET_MIN_BATCH:
-            ratio = r.write.mib_s / raw.write.mib_s
+            ratio = _ratios(r)[0]
             lines.append(
                 f"{verdict(ratio, APPEND_TARGET)}  append {r.label}: {ratio:.0%} of raw write "
                 f"(target >= {APPEND_TARGET:.0%})"
             )
     for r in results:
-        ratio = r.pread.mib_s / raw.pread.mib_s
+        ratio = _ratios(r)[1]
         lines.append(
             f"{verdict(ratio, READ_TARGET)}  read {r.label}: {ratio:.0%} of raw read "
             f"(target >= {READ_TARGET:.0%})"
@@ -590,10 +618,10 @@ def report(console: Console, all_rounds: list[Result], cache: PageCache) -> None
     results = list(summary.values())
     console.print()
     console.print(raw_table(raw, cache))
-    console.print(results_table(raw, results, cache))
+    console.print(results_table(results, cache))
     console.print(spread_table(all_rounds))
     console.print("[bold]Targets[/]")
-    for line in target_lines(raw, results):
+    for line in target_lines(results):
         console.print(f"  {line}")
     console.print("[bold]Reads:[/] " + "\n".join(cache.summary()))
     console.print(f"[bold]Machine:[/] {load_average()} at the end (other work skews the figures)")
@@ -651,7 +679,7 @@ def run(args: argparse.Namespace, workdir: Path, console: Console) -> None:
     manager.startup()
     results: list[Result] = []
     try:
-        passes: list[tuple[str, int]] = [(RAW, 0), *args.sizes]
+        passes: list[tuple[str, int]] = args.sizes
         for round_no in range(args.repeat):
             console.log(f"round {round_no + 1} of {args.repeat}")
             # Rotate the order so no pass always runs right after another's writes, and
@@ -659,16 +687,15 @@ def run(args: argparse.Namespace, workdir: Path, console: Console) -> None:
             shift = round_no % len(passes)
             for label, size in passes[shift:] + passes[:shift]:
                 cache.settle()
-                if label == RAW:
-                    raw_path = workdir / f"raw{round_no}.bin"
-                    results.append(bench_raw(raw_path, total, cache, console))
-                    raw_path.unlink()
-                    continue
+                raw_path = workdir / f"raw{round_no}-{label}.bin"
                 topic = f"bench{size}-round{round_no}"
                 plog = manager.get_or_create(topic, 0)
                 profile = args.profile if round_no == 0 else None
-                results.append(bench_partita(plog, label, size, total, cache, console, profile))
+                results.extend(
+                    bench_pair(plog, raw_path, label, size, total, cache, console, profile)
+                )
                 manager.delete_partition(topic, 0)
+                raw_path.unlink()
     finally:
         manager.shutdown()
     report(console, results, cache)
