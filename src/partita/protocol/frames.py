@@ -17,14 +17,24 @@ class FrameTooLargeError(Exception):
         self.limit = limit
 
 
+_SIZE = struct.Struct(">i")
+
+
 class FrameDecoder:
+    """Frames that a read holds whole are cut from it (the usual case for small
+    requests); a frame spread over several reads is assembled in a buffer of its
+    announced size, so each of its bytes is copied once. (A 1 MB produce request arrives
+    in several reads; growing a shared buffer and then cutting a copy out of it copied
+    every byte two or three times.)"""
+
     def __init__(self, max_frame_bytes: int) -> None:
         self.max_frame_bytes = max_frame_bytes
-        self._buffer = bytearray()
-        self._needed: int | None = None
+        self._head = bytearray()  # the first bytes of a size prefix that a read cut
+        self._frame: bytearray | None = None  # a frame being assembled
+        self._filled = 0
         self._error: FrameTooLargeError | None = None
 
-    def feed(self, data: bytes) -> list[bytes]:
+    def feed(self, data: bytes) -> list[bytes | bytearray]:
         """Add received bytes; return every frame they complete (without the size).
 
         A bad size prefix raises FrameTooLargeError, but only once the complete frames
@@ -33,44 +43,54 @@ class FrameDecoder:
         """
         if self._error is not None:
             raise self._error
-        if self._buffer:
-            self._buffer += data
-            buf: bytes | bytearray = self._buffer
-        else:
-            buf = data  # the common case: frames are cut straight from what was received
-        frames: list[bytes] = []
-        view = memoryview(buf)
-        pos = 0
+        frames: list[bytes | bytearray] = []
+        view = memoryview(data)
+        pos, end = 0, len(view)
         while True:
-            if self._needed is None:
-                if len(buf) - pos < 4:
+            if self._frame is not None:
+                frame, filled = self._frame, self._filled
+                take = min(len(frame) - filled, end - pos)
+                frame[filled : filled + take] = view[pos : pos + take]
+                self._filled = filled + take
+                pos += take
+                if self._filled < len(frame):
                     break
-                (size,) = struct.unpack_from(">i", buf, pos)
-                if size < 0 or size > self.max_frame_bytes:
-                    self._error = FrameTooLargeError(size, self.max_frame_bytes)
-                    break
-                self._needed = size
-                pos += 4
-            if len(buf) - pos < self._needed:
+                frames.append(frame)
+                self._frame, self._filled = None, 0
+            if pos == end:
                 break
-            end = pos + self._needed
-            frames.append(
-                buf
-                if (pos == 0 and end == len(buf) and isinstance(buf, bytes))
-                else bytes(view[pos:end])
-            )
-            pos = end
-            self._needed = None
+            if not self._head and end - pos >= 4:
+                (size,) = _SIZE.unpack_from(view, pos)
+                pos += 4
+            else:
+                found = self._read_cut_size(view, pos, end)
+                if found is None:
+                    break
+                size, pos = found
+            if size < 0 or size > self.max_frame_bytes:
+                self._error = FrameTooLargeError(size, self.max_frame_bytes)
+                break
+            if end - pos >= size:
+                frames.append(bytes(view[pos : pos + size]))
+                pos += size
+            else:
+                self._frame, self._filled = bytearray(size), 0
         view.release()
-        if buf is self._buffer:
-            if pos:
-                del self._buffer[:pos]
-        else:
-            self._buffer += memoryview(buf)[pos:]
         if self._error is not None and not frames:
             raise self._error
         return frames
 
+    def _read_cut_size(self, view: memoryview, pos: int, end: int) -> tuple[int, int] | None:
+        """A size prefix that reads cut: the size and the position after it, or None
+        while the data ends inside it (its first bytes are kept for the next read)."""
+        take = min(4 - len(self._head), end - pos)
+        self._head += view[pos : pos + take]
+        if len(self._head) < 4:
+            return None
+        (size,) = _SIZE.unpack(self._head)
+        self._head.clear()
+        return size, pos + take
+
     @property
     def buffered(self) -> int:
-        return len(self._buffer)
+        return len(self._head) + self._filled
