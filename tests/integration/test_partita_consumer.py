@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
+
+import pytest
 
 from partita.client.consumer import AsyncConsumer
+from partita.errors import CorruptRecordError
+from partita.protocol.record_batch import read_header
 from tests.integration.clients import create_topic, produce
 from tests.integration.conftest import BrokerProcess
 
@@ -131,3 +136,81 @@ def test_commit_async_reports_through_its_callback(broker: BrokerProcess) -> Non
 
     assert asyncio.run(run()) == {("ca", 0): 20}
     assert reports == [({("ca", 0): 20}, None)]
+
+
+def _produce_blocks(bootstrap: str, topic: str, blocks: list[bool], per_block: int) -> None:
+    """Blocks of records, each flushed on its own (so each is its own batch), with or
+    without headers as ``blocks`` says."""
+    n = 0
+    for with_headers in blocks:
+        records: list[dict[str, Any]] = []
+        for _ in range(per_block):
+            record: dict[str, Any] = {"value": b"%d" % n, "partition": 0}
+            if with_headers:
+                record["headers"] = [("n", b"%d" % n), ("tag", b"x")]
+            records.append(record)
+            n += 1
+        produce(bootstrap, topic, records)
+
+
+def test_records_with_and_without_headers_interleaved(broker: BrokerProcess) -> None:
+    # The consumer decodes a partition whose last fetch had headers with aiokafka's
+    # reader first; it must switch back and forth as the data does.
+    create_topic(broker.bootstrap, "mixed-headers")
+    blocks = [False, True, True, False, True, False]
+    _produce_blocks(broker.bootstrap, "mixed-headers", blocks, 200)
+
+    async def run() -> list[Any]:
+        async with AsyncConsumer(
+            broker.bootstrap, auto_offset_reset="earliest", max_partition_fetch_bytes=3000
+        ) as consumer:
+            consumer.assign([("mixed-headers", 0)])
+            got: list[Any] = []
+            deadline = time.monotonic() + 20
+            while len(got) < 1200 and time.monotonic() < deadline:
+                got += await consumer.getmany(500)
+            return got
+
+    got = asyncio.run(run())
+    assert [r.offset for r in got] == list(range(1200))
+    for r in got:
+        assert r.value == b"%d" % r.offset
+        if blocks[r.offset // 200]:
+            assert list(r.headers) == [("n", r.value), ("tag", b"x")]
+        else:
+            assert list(r.headers) == []
+
+
+def test_a_corrupt_batch_with_headers_is_refused(broker: BrokerProcess) -> None:
+    create_topic(broker.bootstrap, "corrupt-headers")
+    _produce_blocks(broker.bootstrap, "corrupt-headers", [True, True, True], 20)
+    segment = broker.data_dir / "corrupt-headers-0" / ("0" * 20 + ".log")
+    data = bytearray(segment.read_bytes())
+    positions, pos = [], 0
+    while pos < len(data):
+        positions.append(pos)
+        pos += read_header(data, pos).size
+    assert len(positions) == 3
+    # The last byte of the third batch (its last header's value): covered by the CRC.
+    last = positions[2] + read_header(data, positions[2]).size - 1
+    with segment.open("r+b") as f:
+        f.seek(last)
+        f.write(bytes([data[last] ^ 0xFF]))
+
+    async def run() -> list[Any]:
+        # A fetch too small for two batches: the first brings only batch one (with
+        # headers), so the corrupt batch arrives on the headers path.
+        async with AsyncConsumer(
+            broker.bootstrap,
+            auto_offset_reset="earliest",
+            max_partition_fetch_bytes=positions[1] + 10,
+        ) as consumer:
+            consumer.assign([("corrupt-headers", 0)])
+            got: list[Any] = []
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                got += await consumer.getmany(500)
+            return got
+
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        asyncio.run(run())

@@ -21,7 +21,7 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 
 from partita.client.cluster import Cluster
 from partita.client.group_member import GroupMember, RebalanceListener
-from partita.errors import KafkaError, OffsetOutOfRangeError
+from partita.errors import CorruptRecordError, KafkaError, OffsetOutOfRangeError
 from partita.protocol.record_batch import LOG_OVERHEAD, read_prefix
 from partita.protocol.record_columns import decode_columns, end_of_whole_batches
 
@@ -56,6 +56,10 @@ class _PartitionState:
     # Bumped whenever the position is moved by the application (seek, reset, pause): a
     # fetch that was already in flight for the old position is then thrown away.
     epoch: int = 0
+    # The last fetch of this partition carried record headers: decode the next one with
+    # aiokafka's reader straight away instead of trying the column decoder first (which
+    # cannot give headers, and would cost half as much again as the decode itself).
+    has_headers: bool = False
 
 
 @dataclass(slots=True)
@@ -533,64 +537,77 @@ class AsyncConsumer:
     def _absorb(
         self, tp: TopicPartition, state: _PartitionState, position: int, data: bytes
     ) -> None:
-        topic, partition = tp
         try:
-            columns, _next_offset = decode_columns(data, position, _NO_END, self.check_crcs)
+            fetched = self._decode(tp, state, data, position)
         except Exception:
             # Not delivered, so not skipped: back to where these records start, and the
             # fetch already sent for what follows them is thrown away.
             state.position = position
             state.epoch += 1
             raise
-        fetched: list[ConsumerRecord] = []
-        if (
-            columns is not None
-            and columns.header_counts is not None
-            and not columns.header_counts.any()
-        ):
-            # The common case, no headers: records straight from the decoded columns, built
-            # by C iterators (tuple.__new__ over zip) with no Python frame per record.
-            fields = zip(
-                repeat(topic),
-                repeat(partition),
-                columns.offsets.tolist(),
-                columns.timestamps_ms.tolist(),
-                columns.timestamp_types.tolist(),
-                columns.keys.to_pylist(),
-                columns.values.to_pylist(),
-                repeat(_NO_HEADERS),
-            )
-            fetched = list(map(tuple.__new__, repeat(ConsumerRecord), fields))
-        elif columns is not None:
-            fetched = self._records_with_headers(tp, data, position)
         if fetched:
             self._chunks.append(_Chunk(tp, fetched))
 
-    def _records_with_headers(
-        self, tp: TopicPartition, data: bytes, position: int
+    def _decode(
+        self, tp: TopicPartition, state: _PartitionState, data: bytes, position: int
     ) -> list[ConsumerRecord]:
+        if state.has_headers:
+            fetched, state.has_headers = self._records_with_headers(
+                tp, data, position, check_crcs=self.check_crcs
+            )
+            return fetched
+        columns, _next_offset = decode_columns(data, position, _NO_END, self.check_crcs)
+        if columns is None:
+            return []
+        if columns.header_counts is not None and columns.header_counts.any():
+            state.has_headers = True
+            # The column decoder has checked the CRCs already.
+            return self._records_with_headers(tp, data, position, check_crcs=False)[0]
+        # The common case, no headers: records straight from the decoded columns, built
+        # by C iterators (tuple.__new__ over zip) with no Python frame per record.
+        topic, partition = tp
+        fields = zip(
+            repeat(topic),
+            repeat(partition),
+            columns.offsets.tolist(),
+            columns.timestamps_ms.tolist(),
+            columns.timestamp_types.tolist(),
+            columns.keys.to_pylist(),
+            columns.values.to_pylist(),
+            repeat(_NO_HEADERS),
+        )
+        return list(map(tuple.__new__, repeat(ConsumerRecord), fields))
+
+    @staticmethod
+    def _records_with_headers(
+        tp: TopicPartition, data: bytes, position: int, *, check_crcs: bool
+    ) -> tuple[list[ConsumerRecord], bool]:
+        """The records at or after ``position`` decoded by aiokafka's reader, and whether
+        any of them has headers."""
         topic, partition = tp
         fetched: list[ConsumerRecord] = []
+        any_headers = False
         for raw in split_batches(data):
             batch = DefaultRecordBatch(bytearray(raw))
+            if check_crcs and not batch.validate_crc():
+                raise CorruptRecordError(
+                    f"record batch at offset {batch.base_offset} of {topic}-{partition} "
+                    "failed its CRC32C check"
+                )
             if batch.is_control_batch:
                 continue
             kind = batch.timestamp_type
-            fetched += [
-                ConsumerRecord(
-                    topic,
-                    partition,
-                    r.offset,
-                    r.timestamp,
-                    kind,
-                    r.key,
-                    r.value,
-                    list(r.headers),
+            for r in batch:
+                if r.offset < position:
+                    continue
+                headers = list(r.headers)
+                any_headers = any_headers or bool(headers)
+                fetched.append(
+                    ConsumerRecord(
+                        topic, partition, r.offset, r.timestamp, kind, r.key, r.value, headers
+                    )
                 )
-                for r in batch
-                if r.offset >= position
-            ]
-        return fetched
+        return fetched, any_headers
 
     def highwater(self, tp: TopicPartition) -> int:
         return self._partitions[tp].high_watermark
