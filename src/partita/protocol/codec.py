@@ -56,7 +56,7 @@ def _read_uvarint(view: memoryview, pos: int) -> tuple[int, int]:
             raise MalformedRequestError("varint is too long")
 
 
-def decode_header(frame: bytes | bytearray) -> tuple[RequestHeader, int]:
+def decode_header(frame: bytes) -> tuple[RequestHeader, int]:
     """The request header v1 fields and the position after them."""
     if len(frame) < 10:
         raise MalformedRequestError(f"request frame of {len(frame)} bytes has no header")
@@ -75,7 +75,7 @@ def decode_header(frame: bytes | bytearray) -> tuple[RequestHeader, int]:
     return RequestHeader(api_key, version, correlation_id, client_id), pos
 
 
-def decode_request(frame: bytes | bytearray) -> tuple[RequestHeader, ApiSpec, Any]:
+def decode_request(frame: bytes) -> tuple[RequestHeader, ApiSpec, Any]:
     """Header, API spec and decoded body of a request frame (without the size prefix)."""
     header, pos = decode_header(frame)
     spec = SUPPORTED.get(header.api_key)

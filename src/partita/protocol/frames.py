@@ -22,19 +22,20 @@ _SIZE = struct.Struct(">i")
 
 class FrameDecoder:
     """Frames that a read holds whole are cut from it (the usual case for small
-    requests); a frame spread over several reads is assembled in a buffer of its
-    announced size, so each of its bytes is copied once. (A 1 MB produce request arrives
-    in several reads; growing a shared buffer and then cutting a copy out of it copied
-    every byte two or three times.)"""
+    requests); a frame spread over several reads is kept as the reads' own pieces and
+    joined once complete, so each of its bytes is copied once (a 1 MB produce request
+    arrives in several reads: growing a shared buffer and then cutting a copy out of it
+    copied every byte two or three times). Memory grows with the bytes received, not
+    with the size a client announces."""
 
     def __init__(self, max_frame_bytes: int) -> None:
         self.max_frame_bytes = max_frame_bytes
         self._head = bytearray()  # the first bytes of a size prefix that a read cut
-        self._frame: bytearray | None = None  # a frame being assembled
-        self._filled = 0
+        self._parts: list[memoryview] = []  # the received pieces of an unfinished frame
+        self._missing = 0  # bytes the unfinished frame still needs
         self._error: FrameTooLargeError | None = None
 
-    def feed(self, data: bytes) -> list[bytes | bytearray]:
+    def feed(self, data: bytes) -> list[bytes]:
         """Add received bytes; return every frame they complete (without the size).
 
         A bad size prefix raises FrameTooLargeError, but only once the complete frames
@@ -43,20 +44,20 @@ class FrameDecoder:
         """
         if self._error is not None:
             raise self._error
-        frames: list[bytes | bytearray] = []
+        frames: list[bytes] = []
+        # Not released at the end: the pieces of an unfinished frame are slices of it.
         view = memoryview(data)
         pos, end = 0, len(view)
         while True:
-            if self._frame is not None:
-                frame, filled = self._frame, self._filled
-                take = min(len(frame) - filled, end - pos)
-                frame[filled : filled + take] = view[pos : pos + take]
-                self._filled = filled + take
+            if self._missing:
+                take = min(self._missing, end - pos)
+                self._parts.append(view[pos : pos + take])
+                self._missing -= take
                 pos += take
-                if self._filled < len(frame):
+                if self._missing:
                     break
-                frames.append(frame)
-                self._frame, self._filled = None, 0
+                frames.append(b"".join(self._parts))
+                self._parts.clear()
             if pos == end:
                 break
             if not self._head and end - pos >= 4:
@@ -74,8 +75,7 @@ class FrameDecoder:
                 frames.append(bytes(view[pos : pos + size]))
                 pos += size
             else:
-                self._frame, self._filled = bytearray(size), 0
-        view.release()
+                self._missing = size
         if self._error is not None and not frames:
             raise self._error
         return frames
@@ -93,4 +93,4 @@ class FrameDecoder:
 
     @property
     def buffered(self) -> int:
-        return len(self._head) + self._filled
+        return len(self._head) + sum(len(part) for part in self._parts)

@@ -104,7 +104,7 @@ class BrokerServer:
             with contextlib.suppress(ConnectionError, asyncio.CancelledError):
                 await writer.wait_closed()
 
-    async def _respond(self, frame: bytes | bytearray, peer: Any) -> list[bytes] | None:
+    async def _respond(self, frame: bytes, peer: Any) -> list[bytes] | None:
         try:
             header, spec, request = decode_request(frame)
         except UnsupportedRequestError as exc:
