@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import struct
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -562,3 +563,17 @@ def test_frames_before_an_oversized_prefix_are_still_delivered(
         with pytest.raises(FrameTooLargeError):
             decoder.feed(b"")
     assert out == frames
+
+
+def test_an_announced_frame_is_not_allocated_before_its_bytes_arrive() -> None:
+    # A client may announce up to socket.request.max.bytes and send nothing more;
+    # memory must follow what arrives, not what is announced.
+    decoder = FrameDecoder(max_frame_bytes=200 << 20)
+    tracemalloc.start()
+    try:
+        assert decoder.feed(struct.pack(">i", 100 << 20) + b"x") == []
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+    assert decoder.buffered == 1
