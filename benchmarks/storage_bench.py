@@ -13,14 +13,15 @@ that raw and partita figures come from the same filesystem in the same run:
 3. partita reads: PartitionLog.read() fetches of 1 MiB up to the LEO, consumed with
    FileRegion.read() (pread) and, separately, with os.sendfile to a loopback TCP socket.
 
-Every partita phase runs right after the same raw phase (raw write, then partita append;
-raw read, then partita read; ...), and each "% raw" figure is the median over the rounds
-of these pairs' ratios: on a shared VM the disk's speed drifts by 2x within minutes, and
-pairs cancel the drift that a ratio of separate medians keeps. The whole sequence runs R
-times, rotating the batch sizes; absolute figures are medians of their rounds. Before
-every read pass the page cache is dropped (/proc/sys/vm/drop_caches, falling back to
-posix_fadvise DONTNEED per file) and the eviction is checked with mincore(2), unless
---warm asks for page-cache reads. Sizes are MiB (2**20 bytes); rates are MiB/s.
+Every partita phase runs right beside the same raw phase (raw write and partita append;
+raw read and partita read; ...; which goes first alternates from pair to pair), and each
+"% raw" figure is the median over the rounds of these pairs' ratios: on a shared VM the
+disk's speed drifts by 2x within minutes, and pairs cancel the drift that a ratio of
+separate medians keeps. The whole sequence runs R times, rotating the batch sizes;
+absolute figures are medians of their rounds. Before every read pass the page cache is
+dropped (/proc/sys/vm/drop_caches, falling back to posix_fadvise DONTNEED per file) and
+the eviction is checked with mincore(2), unless --warm asks for page-cache reads. Sizes
+are MiB (2**20 bytes); rates are MiB/s.
 """
 
 from __future__ import annotations
@@ -453,35 +454,62 @@ def bench_pair(
     cache: PageCache,
     console: Console,
     profile: str | None,
+    *,
+    partita_first: bool,
 ) -> tuple[Result, Result]:
-    """Each partita phase right after the same raw phase: (raw result, partita result)."""
+    """Each partita phase beside the same raw phase: (raw result, partita result).
+
+    Which of the two goes first alternates between pairs: on a VM the "disk" has a
+    cache of its own in the host, where the file written last is likelier to still be,
+    and a read that follows another can find the device already busy or already warm.
+    """
     batch = exact_batch(batch_size)
-    raw_written = raw_write(raw_path, total)
-    cache.settle()
-    with profiled(profile == "append", f"append {label}", console):
-        append = bench_append(plog, batch, total)
+
+    def both(raw_phase: Callable[[], Rate], partita_phase: Callable[[], Rate]) -> tuple[Rate, Rate]:
+        if partita_first:
+            partita = partita_phase()
+            return raw_phase(), partita
+        raw = raw_phase()
+        return raw, partita_phase()
+
+    def append() -> Rate:
+        cache.settle()
+        with profiled(profile == "append", f"append {label}", console):
+            rate = bench_append(plog, batch, total)
+        cache.settle()
+        return rate
+
+    raw_written, appended = both(lambda: raw_write(raw_path, total), append)
     plog.update_high_watermark(plog.log_end_offset)
     segment_paths = [s.log_path for s in plog.segments]
 
-    cache.prepare(f"{raw_path.stem} pread", [raw_path])
-    raw_read = raw_pread(raw_path)
-    cache.prepare(f"{plog.name} pread", segment_paths)
-    with profiled(profile == "read", f"read (pread) {label}", console):
-        pread = read_pread(plog, batch_size)
+    def raw_phase(kind: str, run: Callable[[Path], Rate]) -> Callable[[], Rate]:
+        def phase() -> Rate:
+            cache.prepare(f"{raw_path.stem} {kind}", [raw_path])
+            return run(raw_path)
 
-    cache.prepare(f"{raw_path.stem} sendfile", [raw_path])
-    raw_sent = raw_sendfile(raw_path)
-    cache.prepare(f"{plog.name} sendfile", segment_paths)
-    with profiled(profile == "sendfile", f"read (sendfile) {label}", console):
-        sendfile = read_sendfile(plog, batch_size)
+        return phase
+
+    def partita_phase(kind: str, run: Callable[[PartitionLog, int], Rate]) -> Callable[[], Rate]:
+        def phase() -> Rate:
+            cache.prepare(f"{plog.name} {kind}", segment_paths)
+            with profiled(profile == kind, f"read ({kind}) {label}", console):
+                return run(plog, batch_size)
+
+        return phase
+
+    raw_read, pread = both(raw_phase("pread", raw_pread), partita_phase("pread", read_pread))
+    raw_sent, sendfile = both(
+        raw_phase("sendfile", raw_sendfile), partita_phase("sendfile", read_sendfile)
+    )
 
     raw = Result(RAW, 0, raw_written, raw_read, raw_sent)
     paired = (
-        append.mib_s / raw_written.mib_s,
+        appended.mib_s / raw_written.mib_s,
         pread.mib_s / raw_read.mib_s,
         sendfile.mib_s / raw_sent.mib_s,
     )
-    result = Result(label, batch_size, append, pread, sendfile, paired)
+    result = Result(label, batch_size, appended, pread, sendfile, paired)
     log_result(console, raw)
     log_result(console, result)
     return raw, result
@@ -644,7 +672,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--dir", type=Path, default=DEFAULT_PARENT, help="parent of the temporary work dir"
     )
     parser.add_argument("--keep", action="store_true", help="keep the data afterwards")
-    parser.add_argument("--repeat", type=int, default=3, help="rounds; figures are medians")
+    parser.add_argument("--repeat", type=int, default=4, help="rounds; figures are medians")
     parser.add_argument(
         "--batch-sizes", nargs="+", default=list(DEFAULT_BATCH_SIZES), metavar="SIZE"
     )
@@ -691,8 +719,21 @@ def run(args: argparse.Namespace, workdir: Path, console: Console) -> None:
                 topic = f"bench{size}-round{round_no}"
                 plog = manager.get_or_create(topic, 0)
                 profile = args.profile if round_no == 0 else None
+                # Who goes first alternates from pair to pair (and, with an odd number of
+                # sizes, from round to round for each size).
+                partita_first = (round_no * len(passes) + passes.index((label, size))) % 2 == 1
                 results.extend(
-                    bench_pair(plog, raw_path, label, size, total, cache, console, profile)
+                    bench_pair(
+                        plog,
+                        raw_path,
+                        label,
+                        size,
+                        total,
+                        cache,
+                        console,
+                        profile,
+                        partita_first=partita_first,
+                    )
                 )
                 manager.delete_partition(topic, 0)
                 raw_path.unlink()
