@@ -577,3 +577,20 @@ def test_an_announced_frame_is_not_allocated_before_its_bytes_arrive() -> None:
         tracemalloc.stop()
     assert peak < 1 << 20
     assert decoder.buffered == 1
+
+
+def test_a_frame_dribbled_byte_by_byte_costs_about_its_size() -> None:
+    frame = bytes(range(256)) * 800  # 200 KiB
+    stream = struct.pack(">i", len(frame)) + frame
+    decoder = FrameDecoder(max_frame_bytes=1 << 20)
+    out: list[bytes] = []
+    tracemalloc.start()
+    try:
+        for i in range(len(stream) - 1):
+            out += decoder.feed(stream[i : i + 1])
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    out += decoder.feed(stream[-1:])
+    assert out == [frame]
+    assert peak < 2 * len(frame)

@@ -18,6 +18,7 @@ class FrameTooLargeError(Exception):
 
 
 _SIZE = struct.Struct(">i")
+_SMALL_PIECE = 4096
 
 
 class FrameDecoder:
@@ -31,7 +32,10 @@ class FrameDecoder:
     def __init__(self, max_frame_bytes: int) -> None:
         self.max_frame_bytes = max_frame_bytes
         self._head = bytearray()  # the first bytes of a size prefix that a read cut
-        self._parts: list[memoryview] = []  # the received pieces of an unfinished frame
+        # The received pieces of an unfinished frame: slices of big reads, small reads
+        # gathered in a bytearray (so a client dribbling a frame byte by byte costs a
+        # byte a byte, not an object a byte).
+        self._parts: list[memoryview | bytearray] = []
         self._missing = 0  # bytes the unfinished frame still needs
         self._error: FrameTooLargeError | None = None
 
@@ -51,7 +55,12 @@ class FrameDecoder:
         while True:
             if self._missing:
                 take = min(self._missing, end - pos)
-                self._parts.append(view[pos : pos + take])
+                if take >= _SMALL_PIECE:
+                    self._parts.append(view[pos : pos + take])
+                elif self._parts and isinstance(self._parts[-1], bytearray):
+                    self._parts[-1] += view[pos : pos + take]
+                else:
+                    self._parts.append(bytearray(view[pos : pos + take]))
                 self._missing -= take
                 pos += take
                 if self._missing:
