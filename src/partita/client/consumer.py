@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, NamedTuple
@@ -84,6 +84,19 @@ def split_batches(data: bytes) -> list[memoryview]:
         out.append(view[pos:end])
         pos = end
     return out
+
+
+def decoded_batches(data: bytes, *, check_crcs: bool, where: str) -> Iterator[Any]:
+    """The whole batches of a fetched record set as aiokafka's (compiled) readers, which
+    decode records with their headers; CRC-checked when asked (``where`` names the
+    partition in the error)."""
+    for raw in split_batches(data):
+        batch = DefaultRecordBatch(bytearray(raw))
+        if check_crcs and not batch.validate_crc():
+            raise CorruptRecordError(
+                f"{where}: record batch at offset {batch.base_offset} failed its CRC32C check"
+            )
+        yield batch
 
 
 def fetch_request(
@@ -587,13 +600,7 @@ class AsyncConsumer:
         topic, partition = tp
         fetched: list[ConsumerRecord] = []
         any_headers = False
-        for raw in split_batches(data):
-            batch = DefaultRecordBatch(bytearray(raw))
-            if check_crcs and not batch.validate_crc():
-                raise CorruptRecordError(
-                    f"record batch at offset {batch.base_offset} of {topic}-{partition} "
-                    "failed its CRC32C check"
-                )
+        for batch in decoded_batches(data, check_crcs=check_crcs, where=f"{topic}-{partition}"):
             if batch.is_control_batch:
                 continue
             kind = batch.timestamp_type

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from aiokafka.record.default_records import DefaultRecordBatch
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
@@ -27,8 +25,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from partita.client.consumer import split_batches
-from partita.errors import CorruptRecordError
+from partita.client.consumer import decoded_batches
 from partita.protocol.record_columns import Columns, decode_columns
 
 
@@ -99,13 +96,8 @@ class RowBuilder:
         timestamps: list[int] = []
         kinds: list[int] = []
         next_offset = start
-        for raw in split_batches(data):
-            batch: Any = DefaultRecordBatch(bytearray(raw))
-            if self.check_crcs and not batch.validate_crc():
-                raise CorruptRecordError(
-                    f"{self.topic}-{self.partition}: batch at offset {batch.base_offset} "
-                    "failed its CRC"
-                )
+        where = f"{self.topic}-{self.partition}"
+        for batch in decoded_batches(data, check_crcs=self.check_crcs, where=where):
             next_offset = max(next_offset, batch.next_offset)
             if batch.is_control_batch or batch.next_offset <= start:
                 continue
