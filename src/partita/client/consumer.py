@@ -1,8 +1,9 @@
 """partita's asyncio consumer, assign mode: positions, fetch, seek, offsets by time.
 
-Fetch responses are split into batches by their headers and decoded with aiokafka's
-compiled record reader; records below the requested position (a batch may start earlier)
-are skipped, and a partial batch at the end of a response is left for the next fetch.
+Fetch responses are decoded column-wise (``record_columns``: a compiled scan finds every
+record's fields, Arrow cuts keys, values and headers out) and records are built from the
+columns; records below the requested position (a batch may start earlier) are skipped,
+and a partial batch at the end of a response is left for the next fetch.
 """
 
 from __future__ import annotations
@@ -11,19 +12,17 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import pairwise, repeat
 from typing import Any, NamedTuple
 
-from aiokafka.record.default_records import DefaultRecordBatch
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 
 from partita.client.cluster import Cluster
 from partita.client.group_member import GroupMember, RebalanceListener
-from partita.errors import CorruptRecordError, KafkaError, OffsetOutOfRangeError
-from partita.protocol.record_batch import LOG_OVERHEAD, read_prefix
-from partita.protocol.record_columns import decode_columns, end_of_whole_batches
+from partita.errors import KafkaError, OffsetOutOfRangeError
+from partita.protocol.record_columns import Columns, decode_columns, end_of_whole_batches
 
 TopicPartition = tuple[str, int]
 EARLIEST, LATEST = -2, -1
@@ -56,10 +55,6 @@ class _PartitionState:
     # Bumped whenever the position is moved by the application (seek, reset, pause): a
     # fetch that was already in flight for the old position is then thrown away.
     epoch: int = 0
-    # The last fetch of this partition carried record headers: decode the next one with
-    # aiokafka's reader straight away instead of trying the column decoder first (which
-    # cannot give headers, and would cost half as much again as the decode itself).
-    has_headers: bool = False
 
 
 @dataclass(slots=True)
@@ -71,32 +66,13 @@ class _Chunk:
     next: int = 0
 
 
-def split_batches(data: bytes) -> list[memoryview]:
-    """Whole v2 batches in a fetched record set; a partial last one is dropped."""
-    view = memoryview(data)
-    out: list[memoryview] = []
-    pos = 0
-    while len(view) - pos >= LOG_OVERHEAD:
-        _base, length = read_prefix(view, pos)
-        end = pos + LOG_OVERHEAD + length
-        if length <= 0 or end > len(view):
-            break
-        out.append(view[pos:end])
-        pos = end
-    return out
-
-
-def decoded_batches(data: bytes, *, check_crcs: bool, where: str) -> Iterator[Any]:
-    """The whole batches of a fetched record set as aiokafka's (compiled) readers, which
-    decode records with their headers; CRC-checked when asked (``where`` names the
-    partition in the error)."""
-    for raw in split_batches(data):
-        batch = DefaultRecordBatch(bytearray(raw))
-        if check_crcs and not batch.validate_crc():
-            raise CorruptRecordError(
-                f"{where}: record batch at offset {batch.base_offset} failed its CRC32C check"
-            )
-        yield batch
+def _header_lists(columns: Columns) -> list[list[tuple[str, bytes | None]]]:
+    """Each record's headers as (key, value) pairs, from the decoded headers column."""
+    assert columns.headers is not None
+    entries = columns.headers.flatten()
+    keys, values = entries.field("key").to_pylist(), entries.field("value").to_pylist()
+    pairs = list(zip(keys, values, strict=True))
+    return [pairs[begin:end] for begin, end in pairwise(columns.headers.offsets.to_pylist())]
 
 
 def fetch_request(
@@ -564,20 +540,13 @@ class AsyncConsumer:
     def _decode(
         self, tp: TopicPartition, state: _PartitionState, data: bytes, position: int
     ) -> list[ConsumerRecord]:
-        if state.has_headers:
-            fetched, state.has_headers = self._records_with_headers(
-                tp, data, position, check_crcs=self.check_crcs
-            )
-            return fetched
-        columns, _next_offset = decode_columns(data, position, _NO_END, self.check_crcs)
+        columns, _next_offset = decode_columns(
+            data, position, _NO_END, self.check_crcs, with_headers=True
+        )
         if columns is None:
             return []
-        if columns.header_counts is not None and columns.header_counts.any():
-            state.has_headers = True
-            # The column decoder has checked the CRCs already.
-            return self._records_with_headers(tp, data, position, check_crcs=False)[0]
-        # The common case, no headers: records straight from the decoded columns, built
-        # by C iterators (tuple.__new__ over zip) with no Python frame per record.
+        # Records straight from the decoded columns, built by C iterators (tuple.__new__
+        # over zip) with no Python frame per record.
         topic, partition = tp
         fields = zip(
             repeat(topic),
@@ -587,34 +556,9 @@ class AsyncConsumer:
             columns.timestamp_types.tolist(),
             columns.keys.to_pylist(),
             columns.values.to_pylist(),
-            repeat(_NO_HEADERS),
+            _header_lists(columns) if columns.header_counts.any() else repeat(_NO_HEADERS),
         )
         return list(map(tuple.__new__, repeat(ConsumerRecord), fields))
-
-    @staticmethod
-    def _records_with_headers(
-        tp: TopicPartition, data: bytes, position: int, *, check_crcs: bool
-    ) -> tuple[list[ConsumerRecord], bool]:
-        """The records at or after ``position`` decoded by aiokafka's reader, and whether
-        any of them has headers."""
-        topic, partition = tp
-        fetched: list[ConsumerRecord] = []
-        any_headers = False
-        for batch in decoded_batches(data, check_crcs=check_crcs, where=f"{topic}-{partition}"):
-            if batch.is_control_batch:
-                continue
-            kind = batch.timestamp_type
-            for r in batch:
-                if r.offset < position:
-                    continue
-                headers = list(r.headers)
-                any_headers = any_headers or bool(headers)
-                fetched.append(
-                    ConsumerRecord(
-                        topic, partition, r.offset, r.timestamp, kind, r.key, r.value, headers
-                    )
-                )
-        return fetched, any_headers
 
     def highwater(self, tp: TopicPartition) -> int:
         return self._partitions[tp].high_watermark

@@ -1,0 +1,206 @@
+"""Finding every field of every record in batch bodies: the read path's one per-record loop.
+
+A v2 record is a chain of varints: where a record starts depends on the length of the one
+before it, so the walk cannot be vectorised. It is compiled instead (numba, cached on disk
+beside this file): about 10 ns a record against 0.5 µs for the same loop in CPython. The
+scan reports positions only; cutting keys, values and headers out of the bytes is left to
+Arrow in ``record_columns``.
+
+Every record is checked as Kafka's ``DefaultRecord.readFrom`` checks it: its fields must
+end exactly where its length says, and the batch's records must fill the batch exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from partita.errors import CorruptRecordError
+
+_OK = 0
+_PAST_END = 1
+_NOT_FILLED = 2
+_LONG_VARINT = 3
+_BAD_SIZE = 4
+_WRONG_LENGTH = 5
+
+_PROBLEMS = {
+    _PAST_END: "a record runs past the end of its batch",
+    _NOT_FILLED: "a batch's records do not fill it exactly",
+    _LONG_VARINT: "a varint is longer than 10 bytes",
+    _BAD_SIZE: "a record, key, value or header has a negative size",
+    _WRONG_LENGTH: "a record's fields do not end where its length says",
+}
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int, int]:
+    """(zigzag-decoded value, position after it, status) of the varint at ``pos``."""
+    if pos < end:
+        first = int(buf[pos])
+        if first < 0x80:  # most lengths and deltas: one byte
+            return (first >> 1) ^ -(first & 1), pos + 1, _OK
+    raw = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            return 0, pos, _PAST_END
+        byte = buf[pos]
+        pos += 1
+        raw |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            return 0, pos, _LONG_VARINT
+    # A logical shift: ``raw`` is signed here, and a 10-byte varint sets its top bit.
+    return ((raw >> 1) & 0x7FFFFFFFFFFFFFFF) ^ -(raw & 1), pos, _OK
+
+
+@numba.njit(cache=True, nogil=True)
+def _scan_records(
+    buf: np.ndarray,
+    bodies: np.ndarray,
+    counts: np.ndarray,
+    fields: np.ndarray,
+) -> tuple[int, int]:
+    """Fill ``fields`` (a row per field of ``RecordFields``, a column per record);
+    (status, index of the record where it failed)."""
+    record = 0
+    for batch in range(len(counts)):
+        pos = bodies[batch, 0]
+        end = bodies[batch, 1]
+        for _ in range(counts[batch]):
+            size, pos, status = _varint(buf, pos, end)
+            if status != _OK:
+                return status, record
+            if size < 1:
+                return _BAD_SIZE, record
+            record_end = pos + size
+            if record_end > end:
+                return _PAST_END, record
+            pos += 1  # attributes: unused in v2
+            timestamp_delta, pos, status = _varint(buf, pos, record_end)
+            if status != _OK:
+                return status, record
+            offset_delta, pos, status = _varint(buf, pos, record_end)
+            if status != _OK:
+                return status, record
+            key_length, pos, status = _varint(buf, pos, record_end)
+            if status != _OK:
+                return status, record
+            key_start = pos
+            if key_length > 0:
+                pos += key_length
+            elif key_length < -1:
+                return _BAD_SIZE, record
+            value_length, pos, status = _varint(buf, pos, record_end)
+            if status != _OK:
+                return status, record
+            value_start = pos
+            if value_length > 0:
+                pos += value_length
+            elif value_length < -1:
+                return _BAD_SIZE, record
+            header_count, pos, status = _varint(buf, pos, record_end)
+            if status != _OK:
+                return status, record
+            if header_count < 0:
+                return _BAD_SIZE, record
+            headers_start = pos
+            for _h in range(header_count):
+                name_length, pos, status = _varint(buf, pos, record_end)
+                if status != _OK:
+                    return status, record
+                if name_length < 0:
+                    return _BAD_SIZE, record
+                pos += name_length
+                header_value_length, pos, status = _varint(buf, pos, record_end)
+                if status != _OK:
+                    return status, record
+                if header_value_length > 0:
+                    pos += header_value_length
+                elif header_value_length < -1:
+                    return _BAD_SIZE, record
+            if pos != record_end:
+                return _WRONG_LENGTH, record
+            fields[0, record] = timestamp_delta
+            fields[1, record] = offset_delta
+            fields[2, record] = key_start
+            fields[3, record] = key_length
+            fields[4, record] = value_start
+            fields[5, record] = value_length
+            fields[6, record] = headers_start
+            fields[7, record] = header_count
+            record += 1
+        if pos != end:
+            return _NOT_FILLED, record
+    return _OK, record
+
+
+@numba.njit(cache=True, nogil=True)
+def _scan_headers(
+    buf: np.ndarray, starts: np.ndarray, counts: np.ndarray, headers: np.ndarray
+) -> None:
+    """Fill ``headers`` with (name start, name length, value start, value length) of each
+    header of each record; the record scan has already checked every one of them."""
+    row = 0
+    for record in range(len(starts)):
+        pos = starts[record]
+        for _ in range(counts[record]):
+            name_length, pos, _status = _varint(buf, pos, len(buf))
+            headers[0, row] = pos
+            headers[1, row] = name_length
+            pos += name_length
+            value_length, pos, _status = _varint(buf, pos, len(buf))
+            headers[2, row] = pos
+            headers[3, row] = value_length
+            if value_length > 0:
+                pos += value_length
+            row += 1
+
+
+@dataclass(frozen=True, slots=True)
+class RecordFields:
+    """Where each record's fields are, one entry per record in batch order; a length of
+    -1 is a null key or value."""
+
+    timestamp_deltas: np.ndarray
+    offset_deltas: np.ndarray
+    key_starts: np.ndarray
+    key_lengths: np.ndarray
+    value_starts: np.ndarray
+    value_lengths: np.ndarray
+    header_starts: np.ndarray  # where each record's first header entry begins
+    header_counts: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderFields:
+    """Where each header's name and value are, records' headers one after another."""
+
+    name_starts: np.ndarray
+    name_lengths: np.ndarray
+    value_starts: np.ndarray
+    value_lengths: np.ndarray
+
+
+def scan_records(buf: np.ndarray, bodies: np.ndarray, counts: np.ndarray) -> RecordFields:
+    """Fields of the ``counts[i]`` records in each batch body ``buf[bodies[i,0]:bodies[i,1]]``.
+
+    Raises CorruptRecordError naming the record when one is malformed."""
+    fields = np.empty((8, int(counts.sum())), dtype=np.int64)
+    status, record = _scan_records(buf, bodies, counts, fields)
+    if status != _OK:
+        raise CorruptRecordError(f"record {record} of the fetch: {_PROBLEMS[status]}")
+    return RecordFields(*fields)
+
+
+def scan_headers(buf: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> HeaderFields:
+    """Fields of the ``counts[i]`` headers beginning at ``starts[i]``, for records that
+    ``scan_records`` has checked."""
+    headers = np.empty((4, int(counts.sum())), dtype=np.int64)
+    _scan_headers(buf, starts, counts, headers)
+    return HeaderFields(*headers)
