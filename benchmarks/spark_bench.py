@@ -1,7 +1,7 @@
 """Spark connector benchmark: format("partita") beside the ceilings of the same Spark.
 
     .venv/bin/python benchmarks/spark_bench.py [--records N] [--size BYTES]
-        [--partitions P] [--rounds R] [--quick] [--dir DIR]
+        [--partitions P] [--rounds R] [--quick] [--dir DIR] [--paths read,write]
 
 One local[2] Spark session, one partita broker (a child process, data on disk) and, in the
 same run:
@@ -19,8 +19,8 @@ Every figure is the median over the rounds; the ratio to the ceiling that the is
 target (>= 60%) is about is the median of each round's ratio (the passes of a round run
 back to back, so a machine that speeds up or slows down between rounds does not skew
 it). The CPU seconds that the JVM, the Python workers and the broker use during each
-write are printed too: on 2 cores they, not waiting, decide the write's speed. The write
-pass also fills the topic the read passes use.
+pass are printed too: on 2 cores they, not waiting, decide the speed. The first write
+also fills the topic the read passes use; ``--paths read`` times only the reads.
 """
 
 from __future__ import annotations
@@ -203,6 +203,11 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="500k records, 2 rounds")
+    parser.add_argument(
+        "--paths",
+        default="read,write",
+        help="which paths to time: read, write or both (a read-only run writes its topic once)",
+    )
     parser.add_argument("--dir", type=Path, default=Path("var/spark-bench"))
     args = parser.parse_args()
     if args.quick:
@@ -229,7 +234,8 @@ def main() -> None:
         write_noop: list[float] = []
         cpu_partita: list[dict[str, float]] = []
         cpu_noop: list[dict[str, float]] = []
-        for round_ in range(args.rounds):
+        timed_writes = "write" in args.paths.split(",")
+        for round_ in range(args.rounds if timed_writes else 1):
             topic = f"bench-{round_}"
             asyncio.run(create_topic(broker.bootstrap, topic, args.partitions))
             write_noop.append(
@@ -268,12 +274,22 @@ def main() -> None:
             .option("size", str(size))
             .load()
         )
-        read_partita, read_memory, read_parquet = [], [], []
-        for _round in range(args.rounds):
+        read_partita: list[float] = []
+        read_memory: list[float] = []
+        read_parquet: list[float] = []
+        cpu_read_partita: list[dict[str, float]] = []
+        cpu_read_memory: list[dict[str, float]] = []
+        timed_reads = "read" in args.paths.split(",")
+        for _round in range(args.rounds if timed_reads else 0):
             read_memory.append(
-                timed(lambda: count_by_partition(memory_df, n - n % args.partitions))
+                timed_with_cpu(
+                    lambda: count_by_partition(memory_df, n - n % args.partitions),
+                    cpu_read_memory,
+                )
             )
-            read_partita.append(timed(lambda: count_by_partition(partita_df(), n)))
+            read_partita.append(
+                timed_with_cpu(lambda: count_by_partition(partita_df(), n), cpu_read_partita)
+            )
             read_parquet.append(
                 timed(lambda: count_by_partition(spark.read.parquet(parquet_path), n))
             )
@@ -282,44 +298,60 @@ def main() -> None:
     def rate(samples: list[float]) -> float:
         return n / statistics.median(samples)
 
-    rows = [
-        ("read", "partita format", rate(read_partita)),
-        ("read", "(a) in-memory Arrow source", rate(read_memory)),
-        ("read", "(b) parquet", rate(read_parquet)),
-        ("write", "partita format", rate(write_partita)),
-        ("write", "no-op Arrow writer", rate(write_noop)),
-    ]
     print(f"\n{'path':6} {'source / sink':28} {'rows/s':>12}")
+    rows = []
+    if timed_reads:
+        rows += [
+            ("read", "partita format", rate(read_partita)),
+            ("read", "(a) in-memory Arrow source", rate(read_memory)),
+            ("read", "(b) parquet", rate(read_parquet)),
+        ]
+    if timed_writes:
+        rows += [
+            ("write", "partita format", rate(write_partita)),
+            ("write", "no-op Arrow writer", rate(write_noop)),
+        ]
     for path, name, value in rows:
         print(f"{path:6} {name:28} {value:12,.0f}")
     # Each round's passes ran back to back: the verdict is the median of the rounds'
     # ratios, which a machine that speeds up or slows down between rounds does not skew.
-    read_ratio = paired_ratio(read_memory, read_partita)
-    write_ratio = paired_ratio(write_noop, write_partita)
-    print(
-        "\nper round, partita / ceiling: read "
-        + ", ".join(f"{m / p:.0%}" for m, p in zip(read_memory, read_partita, strict=True))
-        + "; write "
-        + ", ".join(f"{m / p:.0%}" for m, p in zip(write_noop, write_partita, strict=True))
-    )
-    print(
-        f"read:  partita / in-memory ceiling = {read_ratio:.0%} (target >= 60%: "
-        f"{'PASS' if read_ratio >= 0.6 else 'MISS'}); partita / parquet = "
-        f"{rate(read_partita) / rate(read_parquet):.0%}"
-    )
-    print(
-        f"write: partita / no-op writer       = {write_ratio:.0%} (target >= 60%: "
-        f"{'PASS' if write_ratio >= 0.6 else 'MISS'})"
-    )
-    print(f"\nCPU seconds during a write (median of the rounds; {os.cpu_count()} CPUs):")
-    print(f"{'sink':28} {'wall':>6} " + " ".join(f"{kind:>15}" for kind in PROCESS_KINDS))
-    for name, walls, cpu in (
-        ("partita format", write_partita, cpu_partita),
-        ("no-op Arrow writer", write_noop, cpu_noop),
-    ):
+    print()
+    if timed_reads:
+        read_ratio = paired_ratio(read_memory, read_partita)
+        per_round = ", ".join(
+            f"{m / p:.0%}" for m, p in zip(read_memory, read_partita, strict=True)
+        )
+        print(
+            f"read:  partita / in-memory ceiling = {read_ratio:.0%} (target >= 60%: "
+            f"{'PASS' if read_ratio >= 0.6 else 'MISS'}); per round {per_round}; "
+            f"partita / parquet = {rate(read_partita) / rate(read_parquet):.0%}"
+        )
+    if timed_writes:
+        write_ratio = paired_ratio(write_noop, write_partita)
+        per_round = ", ".join(
+            f"{m / p:.0%}" for m, p in zip(write_noop, write_partita, strict=True)
+        )
+        print(
+            f"write: partita / no-op writer       = {write_ratio:.0%} (target >= 60%: "
+            f"{'PASS' if write_ratio >= 0.6 else 'MISS'}); per round {per_round}"
+        )
+    print(f"\nCPU seconds (median of the rounds; {os.cpu_count()} CPUs):")
+    print(f"{'pass':34} {'wall':>6} " + " ".join(f"{kind:>15}" for kind in PROCESS_KINDS))
+    passes = []
+    if timed_reads:
+        passes += [
+            ("read, partita format", read_partita, cpu_read_partita),
+            ("read, in-memory Arrow source", read_memory, cpu_read_memory),
+        ]
+    if timed_writes:
+        passes += [
+            ("write, partita format", write_partita, cpu_partita),
+            ("write, no-op Arrow writer", write_noop, cpu_noop),
+        ]
+    for name, walls, cpu in passes:
         used = [statistics.median(c[kind] for c in cpu) for kind in PROCESS_KINDS]
         print(
-            f"{name:28} {statistics.median(walls):6.2f} "
+            f"{name:34} {statistics.median(walls):6.2f} "
             + " ".join(f"{value:15.2f}" for value in used)
         )
 

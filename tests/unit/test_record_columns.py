@@ -119,6 +119,13 @@ GOOD = b"\x00\x00\x00\x01\x02v\x00"
         pytest.param(_record(GOOD), 1, None, id="good"),
         # The length says one byte more than the fields take (a stray byte at the end).
         pytest.param(_record(GOOD + b"\x00"), 1, "do not end where its length says", id="stray"),
+        # One header ("k" = "v"), then a stray byte the length covers.
+        pytest.param(
+            _record(GOOD[:-1] + b"\x02\x02k\x02v\x00"),
+            1,
+            "do not end where its length says",
+            id="stray-after-headers",
+        ),
         # Two headers announced, none there: the walk runs out of the record.
         pytest.param(_record(GOOD[:-1] + b"\x04"), 1, "runs past the end", id="headers"),
         # A key of length 100 inside a 7-byte record.
@@ -150,7 +157,7 @@ def test_malformed_records_are_refused_by_name(
         assert columns.keys.to_pylist() == [None]
         return
     with pytest.raises(CorruptRecordError, match=problem):
-        decode_columns(batch, 0, 10)
+        decode_columns(batch, 0, 10, with_headers=True)
 
 
 def test_header_keys_that_are_not_utf8_are_replaced_as_java_does() -> None:

@@ -131,7 +131,7 @@ def decode_columns(
         kinds_per_record == 1, base_per_record, base_per_record + fields.timestamp_deltas
     )
 
-    header_starts = fields.header_starts
+    header_starts, record_ends = fields.header_starts, fields.ends
     wanted = (offsets >= start) & (offsets < end)
     if not wanted.all():
         key_starts, key_lengths = key_starts[wanted], key_lengths[wanted]
@@ -139,6 +139,7 @@ def decode_columns(
         offsets, timestamps = offsets[wanted], timestamps[wanted]
         kinds_per_record = kinds_per_record[wanted]
         header_starts, header_counts = header_starts[wanted], header_counts[wanted]
+        record_ends = record_ends[wanted]
         if not len(offsets):
             return None, next_offset
     buffer = pa.py_buffer(joined)
@@ -151,7 +152,7 @@ def decode_columns(
         header_counts=header_counts,
     )
     if with_headers:
-        columns.headers = _headers_column(buf, buffer, header_starts, header_counts)
+        columns.headers = _headers_column(buf, buffer, header_starts, record_ends, header_counts)
     return columns, next_offset
 
 
@@ -162,9 +163,9 @@ HEADER_TYPE = pa.list_(
 
 
 def _headers_column(
-    buf: np.ndarray, buffer: pa.Buffer, starts: np.ndarray, counts: np.ndarray
+    buf: np.ndarray, buffer: pa.Buffer, starts: np.ndarray, ends: np.ndarray, counts: np.ndarray
 ) -> pa.ListArray:
-    found = scan_headers(buf, starts, counts)
+    found = scan_headers(buf, starts, ends, counts)
     names = _cut(buffer, found.name_starts, found.name_lengths)
     try:
         names = names.cast(pa.string())

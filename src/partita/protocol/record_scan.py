@@ -6,8 +6,11 @@ beside this file): about 10 ns a record against 0.5 µs for the same loop in CPy
 scan reports positions only; cutting keys, values and headers out of the bytes is left to
 Arrow in ``record_columns``.
 
-Every record is checked as Kafka's ``DefaultRecord.readFrom`` checks it: its fields must
-end exactly where its length says, and the batch's records must fill the batch exactly.
+Records are checked as Kafka's ``DefaultRecord.readFrom`` checks them: fields must end
+exactly where the record's length says, and the records must fill their batch exactly.
+A record's headers are walked, and so checked, only when they are decoded: a reader that
+does not ask for headers jumps over them by the record's length (about half the scan's
+time for records with four headers).
 """
 
 from __future__ import annotations
@@ -110,22 +113,9 @@ def _scan_records(
             if header_count < 0:
                 return _BAD_SIZE, record
             headers_start = pos
-            for _h in range(header_count):
-                name_length, pos, status = _varint(buf, pos, record_end)
-                if status != _OK:
-                    return status, record
-                if name_length < 0:
-                    return _BAD_SIZE, record
-                pos += name_length
-                header_value_length, pos, status = _varint(buf, pos, record_end)
-                if status != _OK:
-                    return status, record
-                if header_value_length > 0:
-                    pos += header_value_length
-                elif header_value_length < -1:
-                    return _BAD_SIZE, record
-            if pos != record_end:
+            if header_count == 0 and pos != record_end:
                 return _WRONG_LENGTH, record
+            pos = record_end  # headers are walked (and checked) when they are decoded
             fields[0, record] = timestamp_delta
             fields[1, record] = offset_delta
             fields[2, record] = key_start
@@ -134,6 +124,7 @@ def _scan_records(
             fields[5, record] = value_length
             fields[6, record] = headers_start
             fields[7, record] = header_count
+            fields[8, record] = record_end
             record += 1
         if pos != end:
             return _NOT_FILLED, record
@@ -142,24 +133,37 @@ def _scan_records(
 
 @numba.njit(cache=True, nogil=True)
 def _scan_headers(
-    buf: np.ndarray, starts: np.ndarray, counts: np.ndarray, headers: np.ndarray
-) -> None:
-    """Fill ``headers`` with (name start, name length, value start, value length) of each
-    header of each record; the record scan has already checked every one of them."""
+    buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, counts: np.ndarray, out: np.ndarray
+) -> tuple[int, int]:
+    """Fill ``out`` with (name start, name length, value start, value length) of each of
+    the ``counts[i]`` headers in ``buf[starts[i]:ends[i]]``; (status, index of the record
+    where it failed)."""
     row = 0
     for record in range(len(starts)):
         pos = starts[record]
+        end = ends[record]
         for _ in range(counts[record]):
-            name_length, pos, _status = _varint(buf, pos, len(buf))
-            headers[0, row] = pos
-            headers[1, row] = name_length
+            name_length, pos, status = _varint(buf, pos, end)
+            if status != _OK:
+                return status, record
+            if name_length < 0:
+                return _BAD_SIZE, record
+            out[0, row] = pos
+            out[1, row] = name_length
             pos += name_length
-            value_length, pos, _status = _varint(buf, pos, len(buf))
-            headers[2, row] = pos
-            headers[3, row] = value_length
+            value_length, pos, status = _varint(buf, pos, end)
+            if status != _OK:
+                return status, record
+            if value_length < -1:
+                return _BAD_SIZE, record
+            out[2, row] = pos
+            out[3, row] = value_length
             if value_length > 0:
                 pos += value_length
             row += 1
+        if pos != end:
+            return _WRONG_LENGTH, record
+    return _OK, len(starts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +179,7 @@ class RecordFields:
     value_lengths: np.ndarray
     header_starts: np.ndarray  # where each record's first header entry begins
     header_counts: np.ndarray
+    ends: np.ndarray  # where each record ends
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,16 +196,20 @@ def scan_records(buf: np.ndarray, bodies: np.ndarray, counts: np.ndarray) -> Rec
     """Fields of the ``counts[i]`` records in each batch body ``buf[bodies[i,0]:bodies[i,1]]``.
 
     Raises CorruptRecordError naming the record when one is malformed."""
-    fields = np.empty((8, int(counts.sum())), dtype=np.int64)
+    fields = np.empty((9, int(counts.sum())), dtype=np.int64)
     status, record = _scan_records(buf, bodies, counts, fields)
     if status != _OK:
         raise CorruptRecordError(f"record {record} of the fetch: {_PROBLEMS[status]}")
     return RecordFields(*fields)
 
 
-def scan_headers(buf: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> HeaderFields:
-    """Fields of the ``counts[i]`` headers beginning at ``starts[i]``, for records that
-    ``scan_records`` has checked."""
+def scan_headers(
+    buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, counts: np.ndarray
+) -> HeaderFields:
+    """Fields of the ``counts[i]`` headers in ``buf[starts[i]:ends[i]]`` (from
+    ``RecordFields``). Raises CorruptRecordError when a record's headers are malformed."""
     headers = np.empty((4, int(counts.sum())), dtype=np.int64)
-    _scan_headers(buf, starts, counts, headers)
+    status, record = _scan_headers(buf, starts, ends, counts, headers)
+    if status != _OK:
+        raise CorruptRecordError(f"record {record} of the fetch: {_PROBLEMS[status]}")
     return HeaderFields(*headers)
