@@ -3,6 +3,11 @@
 Requests are kafka-python message objects (the same schema-generated classes the broker
 uses); several may be in flight at once, and responses arrive in order, as Kafka
 guarantees per connection.
+
+Responses are received by a buffered protocol: small ones are cut out of one shared
+read buffer, and a big one (a fetch of megabytes) is received straight into a buffer of
+its own size, so its bytes are copied once, by the kernel, instead of three times
+through a stream reader.
 """
 
 from __future__ import annotations
@@ -11,10 +16,12 @@ import asyncio
 import contextlib
 import struct
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from partita.errors import KafkaError
 from partita.protocol.api import response_class_for_key
+from partita.protocol.codec import skip_tagged_fields
 
 
 class ConnectionLostError(KafkaError):
@@ -27,6 +34,109 @@ def _retrieve_exception(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
+_READ_BUFFER = 256 * 1024
+# A response at least this big gets a buffer of its own, received into directly.
+_OWN_BUFFER_FROM = 64 * 1024
+_ApiVersions = 18  # its response header stays v0 in every version (KIP-511)
+
+
+class ResponseFrames(asyncio.BufferedProtocol):
+    """Size-prefixed response frames off one connection, handed to ``on_frame`` whole.
+
+    Also the connection's write flow control: ``drain`` waits while the transport's
+    write buffer is over its high-water mark."""
+
+    def __init__(self, on_frame: Callable[[memoryview], None]) -> None:
+        self.on_frame = on_frame
+        self.transport: asyncio.Transport | None = None
+        self._buffer = bytearray(_READ_BUFFER)
+        self._start = 0  # the unconsumed bytes of _buffer are [_start, _end)
+        self._end = 0
+        self._frame: bytearray | None = None  # a big frame being received in place
+        self._filled = 0
+        self._paused = False
+        self._drained: asyncio.Future[None] | None = None
+        self.lost: asyncio.Future[Exception | None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is not None:
+            return memoryview(self._frame)[self._filled :]
+        if self._end == len(self._buffer):  # full: move what is left to the front
+            left = self._end - self._start
+            self._buffer[:left] = self._buffer[self._start : self._end]
+            self._start, self._end = 0, left
+        return memoryview(self._buffer)[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._frame is not None:
+            self._filled += nbytes
+            if self._filled == len(self._frame):
+                frame, self._frame = self._frame, None
+                self.on_frame(memoryview(frame))
+            return
+        self._end += nbytes
+        view = memoryview(self._buffer)
+        while self._end - self._start >= 4:
+            size = int.from_bytes(view[self._start : self._start + 4], "big", signed=True)
+            if size < 4:
+                raise ConnectionLostError(f"a response announced a size of {size} bytes")
+            begin = self._start + 4
+            have = self._end - begin
+            if have >= size:
+                self._start = begin + size
+                # A copy: the shared buffer is overwritten by the next reads.
+                self.on_frame(memoryview(bytes(view[begin : begin + size])))
+            elif size >= _OWN_BUFFER_FROM or size > len(self._buffer) - 4:
+                self._frame = bytearray(size)
+                self._frame[:have] = view[begin : self._end]
+                self._filled = have
+                self._start = self._end = 0
+                return
+            else:
+                break
+        if self._start == self._end:
+            self._start = self._end = 0
+
+    def eof_received(self) -> bool:
+        return False  # close the transport: a broker does not half-close
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.lost.done():
+            self.lost.set_result(exc)
+        self.resume_writing()
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        self._drained = None
+
+    async def drain(self) -> None:
+        if self.lost.done():
+            raise ConnectionLostError("the connection was lost")
+        if self._paused:
+            if self._drained is None:
+                self._drained = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._drained)
+            if self.lost.done():
+                raise ConnectionLostError("the connection was lost")
+
+
+def _response_body_start(frame: memoryview, api_key: int, flexible: bool) -> int:
+    """Where the body begins after the correlation id and, in flexible versions, the
+    response header's tagged fields (KIP-482), which no response of ours carries."""
+    if not flexible or api_key == _ApiVersions:
+        return 4
+    return skip_tagged_fields(frame, 4)
+
+
 class BrokerConnection:
     def __init__(
         self, host: str, port: int, client_id: str = "partita", request_timeout_ms: int = 330_000
@@ -36,18 +146,19 @@ class BrokerConnection:
         self.host = host
         self.port = port
         self.client_id = client_id
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._protocol: ResponseFrames | None = None
         self._pending: deque[tuple[int, Any, asyncio.Future[Any]]] = deque()
         self._next_correlation = 1
-        self._reader_task: asyncio.Task[None] | None = None
         self.closed = False
 
     async def connect(self, timeout: float = 10.0) -> None:
-        self._reader, self._writer = await asyncio.wait_for(
-            asyncio.open_connection(self.host, self.port, limit=1 << 20), timeout
+        loop = asyncio.get_running_loop()
+        _transport, protocol = await asyncio.wait_for(
+            loop.create_connection(lambda: ResponseFrames(self._on_frame), self.host, self.port),
+            timeout,
         )
-        self._reader_task = asyncio.create_task(self._read_responses())
+        self._protocol = protocol
+        protocol.lost.add_done_callback(self._on_lost)
 
     async def request(self, message: Any, *, expect_response: bool = True) -> Any:
         """Send ``message`` (its version already set) and await its response."""
@@ -57,7 +168,8 @@ class BrokerConnection:
     def send(self, message: Any, *, expect_response: bool = True) -> asyncio.Future[Any] | None:
         """Write ``message`` now, so that requests leave in the order of these calls; the
         future (None when no response is expected) is for ``response``."""
-        if self.closed or self._writer is None:
+        protocol = self._protocol
+        if self.closed or protocol is None or protocol.transport is None:
             raise ConnectionLostError(f"connection to {self.host}:{self.port} is closed")
         correlation = self._next_correlation
         self._next_correlation = (correlation + 1) & 0x7FFFFFFF
@@ -69,15 +181,15 @@ class BrokerConnection:
             # Whoever waits sees the failure; if the write fails first, nobody will wait.
             future.add_done_callback(_retrieve_exception)
             self._pending.append((correlation, message, future))
-        self._writer.write(frame)
+        protocol.transport.write(frame)
         return future
 
     async def response(self, future: asyncio.Future[Any] | None) -> Any:
         """Wait until what was sent is written out, then for the answer ``future`` is for."""
-        assert self._writer is not None
+        assert self._protocol is not None
         try:
             # A peer that stops reading must not hold the writer past the timeout either.
-            await asyncio.wait_for(self._writer.drain(), self.request_timeout)
+            await asyncio.wait_for(self._protocol.drain(), self.request_timeout)
             if future is None:
                 return None
             return await asyncio.wait_for(asyncio.shield(future), self.request_timeout)
@@ -88,31 +200,32 @@ class BrokerConnection:
                 f"{self.host}:{self.port} did not answer within {self.request_timeout:.0f}s"
             ) from None
 
-    async def _read_responses(self) -> None:
-        assert self._reader is not None
+    def _on_frame(self, frame: memoryview) -> None:
+        if not self._pending:
+            return
+        (got,) = struct.unpack_from(">i", frame, 0)
+        correlation, message, future = self._pending[0]
+        if got != correlation:
+            error = ConnectionLostError(f"correlation id {got}, expected {correlation}")
+            self._fail_all(error)
+            if self._protocol is not None and self._protocol.transport is not None:
+                self._protocol.transport.abort()
+            return
+        self._pending.popleft()
+        if future.done():
+            return
         try:
-            while True:
-                (size,) = struct.unpack(">i", await self._reader.readexactly(4))
-                frame = await self._reader.readexactly(size)
-                if not self._pending:
-                    continue
-                correlation, message, future = self._pending.popleft()
-                (got,) = struct.unpack_from(">i", frame, 0)
-                if got != correlation:
-                    raise ConnectionLostError(f"correlation id {got}, expected {correlation}")
-                if not future.done():
-                    try:
-                        cls = response_class_for_key(message.API_KEY)
-                        future.set_result(
-                            cls.decode(frame, version=message.API_VERSION, header=True)
-                        )
-                    except Exception as exc:  # an undecodable answer fails that request
-                        future.set_exception(exc)
-        except (asyncio.IncompleteReadError, OSError, ConnectionLostError) as exc:
-            self._fail_all(ConnectionLostError(f"{self.host}:{self.port}: {exc}"))
-        except asyncio.CancelledError:
-            self._fail_all(ConnectionLostError("connection closed"))
-            raise
+            cls = response_class_for_key(message.API_KEY)
+            version = message.API_VERSION
+            start = _response_body_start(frame, message.API_KEY, cls.flexible_version_q(version))
+            # Decoded without kafka-python's header path, which copies the whole frame.
+            future.set_result(cls.decode(frame[start:], version=version))
+        except Exception as exc:  # an undecodable answer fails that request
+            future.set_exception(exc)
+
+    def _on_lost(self, lost: asyncio.Future[Exception | None]) -> None:
+        cause = lost.result() or "closed by the broker"
+        self._fail_all(ConnectionLostError(f"{self.host}:{self.port}: {cause}"))
 
     def _fail_all(self, error: Exception) -> None:
         self.closed = True
@@ -123,12 +236,10 @@ class BrokerConnection:
 
     async def close(self) -> None:
         self.closed = True
-        if self._reader_task is not None:
-            self._reader_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._reader_task
-        if self._writer is not None:
+        protocol = self._protocol
+        if protocol is not None and protocol.transport is not None:
             # Abort: unsent bytes to a broker that stopped reading must not hold this up.
-            self._writer.transport.abort()
+            protocol.transport.abort()
             with contextlib.suppress(Exception):
-                await self._writer.wait_closed()
+                await asyncio.shield(protocol.lost)
+        self._fail_all(ConnectionLostError("connection closed"))

@@ -56,6 +56,16 @@ def _read_uvarint(view: memoryview, pos: int) -> tuple[int, int]:
             raise MalformedRequestError("varint is too long")
 
 
+def skip_tagged_fields(view: memoryview, pos: int) -> int:
+    """The position after a tagged-field section (KIP-482) starting at ``pos``."""
+    count, pos = _read_uvarint(view, pos)
+    for _ in range(count):
+        _, pos = _read_uvarint(view, pos)
+        size, pos = _read_uvarint(view, pos)
+        pos += size
+    return pos
+
+
 def decode_header(frame: bytes) -> tuple[RequestHeader, int]:
     """The request header v1 fields and the position after them."""
     if len(frame) < 10:
@@ -84,11 +94,7 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, ApiSpec, Any]:
     flexible = spec.flexible(header.api_version)
     view = memoryview(frame)
     if flexible:  # request header v2: skip its tagged fields
-        count, pos = _read_uvarint(view, pos)
-        for _ in range(count):
-            _, pos = _read_uvarint(view, pos)
-            size, pos = _read_uvarint(view, pos)
-            pos += size
+        pos = skip_tagged_fields(view, pos)
     decode = spec.request._struct.compiled_decode_from(
         header.api_version, compact=flexible, tagged=flexible, data_class=spec.request[None]
     )
