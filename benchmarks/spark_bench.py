@@ -326,6 +326,12 @@ def main() -> None:
             f"{'PASS' if read_ratio >= 0.6 else 'MISS'}); per round {per_round}; "
             f"partita / parquet = {rate(read_partita) / rate(read_parquet):.0%}"
         )
+        print(
+            "       seconds per round: ceiling "
+            + ", ".join(f"{t:.2f}" for t in read_memory)
+            + "; partita "
+            + ", ".join(f"{t:.2f}" for t in read_partita)
+        )
     if timed_writes:
         write_ratio = paired_ratio(write_noop, write_partita)
         per_round = ", ".join(
@@ -334,6 +340,12 @@ def main() -> None:
         print(
             f"write: partita / no-op writer       = {write_ratio:.0%} (target >= 60%: "
             f"{'PASS' if write_ratio >= 0.6 else 'MISS'}); per round {per_round}"
+        )
+        print(
+            "       seconds per round: ceiling "
+            + ", ".join(f"{t:.2f}" for t in write_noop)
+            + "; partita "
+            + ", ".join(f"{t:.2f}" for t in write_partita)
         )
     print(f"\nCPU seconds (median of the rounds; {os.cpu_count()} CPUs):")
     print(f"{'pass':34} {'wall':>6} " + " ".join(f"{kind:>15}" for kind in PROCESS_KINDS))

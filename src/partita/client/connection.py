@@ -19,6 +19,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from partita.errors import KafkaError
 from partita.protocol.api import response_class_for_key
 from partita.protocol.codec import skip_tagged_fields
@@ -52,7 +54,7 @@ class ResponseFrames(asyncio.BufferedProtocol):
         self._buffer = bytearray(_READ_BUFFER)
         self._start = 0  # the unconsumed bytes of _buffer are [_start, _end)
         self._end = 0
-        self._frame: bytearray | None = None  # a big frame being received in place
+        self._frame: np.ndarray | None = None  # a big frame being received in place
         self._filled = 0
         self._paused = False
         self._drained: asyncio.Future[None] | None = None
@@ -64,7 +66,7 @@ class ResponseFrames(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._frame is not None:
-            return memoryview(self._frame)[self._filled :]
+            return self._frame.data[self._filled :]
         if self._end == len(self._buffer):  # full: move what is left to the front
             left = self._end - self._start
             self._buffer[:left] = self._buffer[self._start : self._end]
@@ -76,7 +78,7 @@ class ResponseFrames(asyncio.BufferedProtocol):
             self._filled += nbytes
             if self._filled == len(self._frame):
                 frame, self._frame = self._frame, None
-                self.on_frame(memoryview(frame))
+                self.on_frame(frame.data)
             return
         self._end += nbytes
         view = memoryview(self._buffer)
@@ -91,7 +93,8 @@ class ResponseFrames(asyncio.BufferedProtocol):
                 # A copy: the shared buffer is overwritten by the next reads.
                 self.on_frame(memoryview(bytes(view[begin : begin + size])))
             elif size >= _OWN_BUFFER_FROM or size > len(self._buffer) - 4:
-                self._frame = bytearray(size)
+                # Not a bytearray: that would zero megabytes only to overwrite them.
+                self._frame = np.empty(size, dtype=np.uint8)
                 self._frame[:have] = view[begin : self._end]
                 self._filled = have
                 self._start = self._end = 0

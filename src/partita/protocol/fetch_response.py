@@ -16,6 +16,8 @@ import struct
 import uuid
 from dataclasses import dataclass
 
+from partita.storage.file_region import FileRegion
+
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _HEAD_V7 = struct.Struct(">ihi")  # throttle, error, session id
@@ -30,7 +32,7 @@ class PartitionResult:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
-    records: bytes | None = b""
+    records: bytes | FileRegion | None = b""  # a region is sent by sendfile
     preferred_read_replica: int = -1
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset), v12+ tag 0
     current_leader: tuple[int, int] | None = None  # (leader id, epoch), v12+ tag 1
@@ -70,10 +72,10 @@ def encode_fetch_response(
     error_code: int = 0,
     session_id: int = 0,
     throttle_time_ms: int = 0,
-) -> list[bytes]:
+) -> list[bytes | FileRegion]:
     """The response body (no frame size or header) as chunks to be written in order."""
     flexible = version >= 12
-    chunks: list[bytes] = []
+    chunks: list[bytes | FileRegion] = []
     if version >= 7:
         chunks.append(_HEAD_V7.pack(throttle_time_ms, error_code, session_id))
     else:

@@ -14,7 +14,7 @@ import contextlib
 import inspect
 import logging
 import struct
-from typing import Any
+from typing import IO, Any, cast
 
 from partita.protocol.api import ApiKey
 from partita.protocol.codec import (
@@ -30,6 +30,7 @@ from partita.server.broker import Broker
 from partita.server.closing import CloseConnectionError
 from partita.server.dispatch import HANDLERS
 from partita.server.handlers.api_versions import unsupported_version_body
+from partita.storage.file_region import FileRegion
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class BrokerServer:
                 for frame in decoder.feed(data):
                     chunks = await self._respond(frame, peer)
                     if chunks:
-                        _write_chunks(writer, chunks)
+                        await _write_chunks(writer, chunks)
                 await writer.drain()
                 decoder.feed(b"")  # raises a bad size prefix held back behind good frames
             if decoder.buffered:
@@ -104,7 +105,7 @@ class BrokerServer:
             with contextlib.suppress(ConnectionError, asyncio.CancelledError):
                 await writer.wait_closed()
 
-    async def _respond(self, frame: bytes, peer: Any) -> list[bytes] | None:
+    async def _respond(self, frame: bytes, peer: Any) -> list[bytes | FileRegion] | None:
         try:
             header, spec, request = decode_request(frame)
         except UnsupportedRequestError as exc:
@@ -135,7 +136,9 @@ class BrokerServer:
         return [encode_response(header, spec, result)]
 
     @staticmethod
-    def _frame_chunks(header: RequestHeader, flexible: bool, chunks: list[bytes]) -> list[bytes]:
+    def _frame_chunks(
+        header: RequestHeader, flexible: bool, chunks: list[bytes | FileRegion]
+    ) -> list[bytes | FileRegion]:
         size = 4 + (1 if flexible else 0) + sum(len(c) for c in chunks)
         prefix = _PREFIX.pack(size, header.correlation_id) + (b"\x00" if flexible else b"")
         return [prefix, *chunks]
@@ -144,12 +147,18 @@ class BrokerServer:
 _LARGE_CHUNK = 64 * 1024
 
 
-def _write_chunks(writer: asyncio.StreamWriter, chunks: list[bytes]) -> None:
+async def _write_chunks(writer: asyncio.StreamWriter, chunks: list[bytes | FileRegion]) -> None:
     """Small chunks are joined into one write; large record sets are handed to the
-    transport as they are (Python 3.11's writelines would copy them into a join)."""
+    transport as they are (Python 3.11's writelines would copy them into a join), and
+    file regions go out by sendfile."""
     pending: list[bytes] = []
     for chunk in chunks:
-        if len(chunk) >= _LARGE_CHUNK:
+        if isinstance(chunk, FileRegion):
+            if pending:
+                writer.write(b"".join(pending))
+                pending.clear()
+            await _send_region(writer, chunk)
+        elif len(chunk) >= _LARGE_CHUNK:
             if pending:
                 writer.write(b"".join(pending))
                 pending.clear()
@@ -158,3 +167,21 @@ def _write_chunks(writer: asyncio.StreamWriter, chunks: list[bytes]) -> None:
             pending.append(chunk)
     if pending:
         writer.write(b"".join(pending) if len(pending) > 1 else pending[0])
+
+
+async def _send_region(writer: asyncio.StreamWriter, region: FileRegion) -> None:
+    loop = asyncio.get_running_loop()
+    try:
+        # A file object is asked for; sendfile uses only its fileno() and seek().
+        file = cast(IO[bytes], region)
+        sent = await loop.sendfile(writer.transport, file, region.position, region.length)
+    except asyncio.SendfileNotAvailableError:  # e.g. TLS: through memory instead
+        data = region.read()
+        sent = len(data)
+        writer.write(data)
+    if sent != region.length:
+        # The frame's size was promised before sending; a segment truncated meanwhile
+        # (a follower's truncation, deleted records) leaves no way to keep it.
+        raise CloseConnectionError(
+            f"segment shrank under a fetch: sent {sent} of {region.length} bytes"
+        )

@@ -21,6 +21,17 @@ class FileRegion:
     length: int
     first_offset: int
 
+    def __len__(self) -> int:
+        return self.length
+
+    def fileno(self) -> int:
+        """For ``loop.sendfile``, which takes a file object."""
+        return self.fd
+
+    def seek(self, position: int) -> None:
+        """``loop.sendfile`` moves the file position after sending; sending reads at
+        explicit offsets, so there is no position to keep."""
+
     def read(self) -> bytes:
         chunks: list[bytes] = []
         remaining, position = self.length, self.position
