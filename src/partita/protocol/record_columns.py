@@ -50,6 +50,8 @@ def _cut(data: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
     """Binary column of ``data[start:start+length]`` (null where length is -1)."""
     count = len(starts)
     present = lengths >= 0
+    if count and not present.any():
+        return pa.nulls(count, pa.binary())  # keyless records: nothing to cut
     sizes = np.where(present, lengths, 0)
     ends = starts + sizes
     bounds = np.empty(2 * count + 1, dtype=np.int64)

@@ -59,6 +59,11 @@ def _constant_string(text: str, count: int) -> pa.Array:
     )
 
 
+def _joined(arrays: list[pa.Array]) -> pa.Array:
+    # Usually one fetch fills a batch: no need to copy its column into a new one.
+    return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
+
+
 @dataclass(slots=True)
 class RowBuilder:
     """Rows of one topic partition, collected fetch by fetch (decoded column-wise by
@@ -91,8 +96,8 @@ class RowBuilder:
         chunks = self.chunks
         millis = np.concatenate([c.timestamps_ms for c in chunks])
         columns = [
-            pa.concat_arrays([c.keys for c in chunks]),
-            pa.concat_arrays([c.values for c in chunks]),
+            _joined([c.keys for c in chunks]),
+            _joined([c.values for c in chunks]),
             _constant_string(self.topic, count),
             pa.array(np.full(count, self.partition, dtype=np.int32), pa.int32()),
             pa.array(np.concatenate([c.offsets for c in chunks]), pa.int64()),
@@ -100,6 +105,6 @@ class RowBuilder:
             pa.array(np.concatenate([c.timestamp_types for c in chunks]), pa.int32()),
         ]
         if self.include_headers:
-            columns.append(pa.concat_arrays([c.headers for c in chunks]))
+            columns.append(_joined([c.headers for c in chunks]))
         self.chunks, self.rows = [], 0
         return pa.RecordBatch.from_arrays(columns, schema=schema)
