@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import typer
 from rich.table import Table
@@ -17,8 +17,12 @@ from rich.table import Table
 from partita.cli.common import bootstrap_option, console, fail
 from partita.client.admin import AdminError, AsyncAdmin
 from partita.client.cluster import NoBrokersAvailableError
-from partita.client.consumer import AsyncConsumer
 from partita.client.group_member import GroupError
+
+if TYPE_CHECKING:
+    # At run time imported by _run: the consumer's decoder loads compiled code (numba,
+    # ~0.8 s) that other commands, and --help, should not wait for.
+    from partita.client.consumer import AsyncConsumer
 
 T = TypeVar("T")
 TopicPartition = tuple[str, int]
@@ -36,6 +40,8 @@ app = typer.Typer(
 
 
 def _run(bootstrap: str, action: Callable[[AsyncAdmin, AsyncConsumer], Awaitable[T]]) -> T:
+    from partita.client.consumer import AsyncConsumer  # noqa: PLC0415
+
     async def go() -> T:
         async with (
             AsyncAdmin(bootstrap, client_id="partita-cli") as admin,

@@ -14,7 +14,6 @@ import typer
 from rich.progress import BarColumn, Progress, TransferSpeedColumn
 
 from partita.cli.common import bootstrap_option, fail
-from partita.client.consumer import AsyncConsumer
 from partita.client.producer import AsyncProducer
 
 
@@ -172,6 +171,10 @@ def consume(
             when = int(datetime.fromisoformat(from_time).timestamp() * 1000)
         except ValueError:
             raise fail(f"--from-time {from_time!r} is not an ISO date-time") from None
+
+    # Imported here: the consumer's decoder loads compiled code (numba, ~0.8 s) that
+    # every other command, and --help, should not wait for.
+    from partita.client.consumer import AsyncConsumer  # noqa: PLC0415
 
     async def go_group(group_id: str) -> int:
         reset = start if isinstance(start, str) else "earliest"
