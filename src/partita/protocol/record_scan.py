@@ -62,6 +62,19 @@ def _varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int, int]:
     return ((raw >> 1) & 0x7FFFFFFFFFFFFFFF) ^ -(raw & 1), pos, _OK
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _sized(buf: np.ndarray, pos: int, end: int, smallest: int) -> tuple[int, int, int, int]:
+    """A length varint and the bytes it counts (a key, value, header name or value):
+    (where the bytes start, the length, position after them, status). Lengths below
+    ``smallest`` (-1 where null is allowed, else 0) are refused; null takes no bytes."""
+    length, pos, status = _varint(buf, pos, end)
+    if status != _OK:
+        return 0, 0, pos, status
+    if length < smallest:
+        return 0, 0, pos, _BAD_SIZE
+    return pos, length, pos + max(length, 0), _OK
+
+
 @numba.njit(cache=True, nogil=True)
 def _scan_records(
     buf: np.ndarray,
@@ -91,22 +104,12 @@ def _scan_records(
             offset_delta, pos, status = _varint(buf, pos, record_end)
             if status != _OK:
                 return status, record
-            key_length, pos, status = _varint(buf, pos, record_end)
+            key_start, key_length, pos, status = _sized(buf, pos, record_end, -1)
             if status != _OK:
                 return status, record
-            key_start = pos
-            if key_length > 0:
-                pos += key_length
-            elif key_length < -1:
-                return _BAD_SIZE, record
-            value_length, pos, status = _varint(buf, pos, record_end)
+            value_start, value_length, pos, status = _sized(buf, pos, record_end, -1)
             if status != _OK:
                 return status, record
-            value_start = pos
-            if value_length > 0:
-                pos += value_length
-            elif value_length < -1:
-                return _BAD_SIZE, record
             header_count, pos, status = _varint(buf, pos, record_end)
             if status != _OK:
                 return status, record
@@ -143,23 +146,12 @@ def _scan_headers(
         pos = starts[record]
         end = ends[record]
         for _ in range(counts[record]):
-            name_length, pos, status = _varint(buf, pos, end)
+            out[0, row], out[1, row], pos, status = _sized(buf, pos, end, 0)
             if status != _OK:
                 return status, record
-            if name_length < 0:
-                return _BAD_SIZE, record
-            out[0, row] = pos
-            out[1, row] = name_length
-            pos += name_length
-            value_length, pos, status = _varint(buf, pos, end)
+            out[2, row], out[3, row], pos, status = _sized(buf, pos, end, -1)
             if status != _OK:
                 return status, record
-            if value_length < -1:
-                return _BAD_SIZE, record
-            out[2, row] = pos
-            out[3, row] = value_length
-            if value_length > 0:
-                pos += value_length
             row += 1
         if pos != end:
             return _WRONG_LENGTH, record
