@@ -26,7 +26,7 @@ from partita.protocol.record_batch import (
     check_crc,
     read_header,
 )
-from partita.protocol.record_scan import scan_headers, scan_records
+from partita.protocol.record_scan import RecordFields, scan_headers, scan_records
 
 
 @dataclass(slots=True)
@@ -122,9 +122,6 @@ def decode_columns(
     buf = np.frombuffer(joined, dtype=np.uint8)
     counts_array = np.array(counts, dtype=np.int64)
     fields = scan_records(buf, np.array(ranges, dtype=np.int64).reshape(-1, 2), counts_array)
-    key_starts, key_lengths = fields.key_starts, fields.key_lengths
-    value_starts, value_lengths = fields.value_starts, fields.value_lengths
-    header_counts = fields.header_counts
     offsets = np.repeat(np.array(base_offsets, dtype=np.int64), counts_array)
     offsets += fields.offset_deltas
     kinds_per_record = np.repeat(np.array(kinds, dtype=np.int32), counts_array)
@@ -132,29 +129,24 @@ def decode_columns(
     timestamps = np.where(
         kinds_per_record == 1, base_per_record, base_per_record + fields.timestamp_deltas
     )
-
-    header_starts, record_ends = fields.header_starts, fields.ends
     wanted = (offsets >= start) & (offsets < end)
     if not wanted.all():
-        key_starts, key_lengths = key_starts[wanted], key_lengths[wanted]
-        value_starts, value_lengths = value_starts[wanted], value_lengths[wanted]
+        if not wanted.any():
+            return None, next_offset
+        fields = fields.where(wanted)
         offsets, timestamps = offsets[wanted], timestamps[wanted]
         kinds_per_record = kinds_per_record[wanted]
-        header_starts, header_counts = header_starts[wanted], header_counts[wanted]
-        record_ends = record_ends[wanted]
-        if not len(offsets):
-            return None, next_offset
     buffer = pa.py_buffer(joined)
     columns = Columns(
-        keys=_cut(buffer, key_starts, key_lengths),
-        values=_cut(buffer, value_starts, value_lengths),
+        keys=_cut(buffer, fields.key_starts, fields.key_lengths),
+        values=_cut(buffer, fields.value_starts, fields.value_lengths),
         offsets=offsets,
         timestamps_ms=timestamps,
         timestamp_types=kinds_per_record,
-        header_counts=header_counts,
+        header_counts=fields.header_counts,
     )
     if with_headers:
-        columns.headers = _headers_column(buf, buffer, header_starts, record_ends, header_counts)
+        columns.headers = _headers_column(buf, buffer, fields)
     return columns, next_offset
 
 
@@ -164,10 +156,9 @@ HEADER_TYPE = pa.list_(
 )
 
 
-def _headers_column(
-    buf: np.ndarray, buffer: pa.Buffer, starts: np.ndarray, ends: np.ndarray, counts: np.ndarray
-) -> pa.ListArray:
-    found = scan_headers(buf, starts, ends, counts)
+def _headers_column(buf: np.ndarray, buffer: pa.Buffer, records: RecordFields) -> pa.ListArray:
+    counts = records.header_counts
+    found = scan_headers(buf, records.header_starts, records.ends, counts)
     names = _cut(buffer, found.name_starts, found.name_lengths)
     try:
         names = names.cast(pa.string())

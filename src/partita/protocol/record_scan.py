@@ -15,7 +15,7 @@ time for records with four headers).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numba
 import numpy as np
@@ -173,6 +173,10 @@ class RecordFields:
     header_counts: np.ndarray
     ends: np.ndarray  # where each record ends
 
+    def where(self, mask: np.ndarray) -> RecordFields:
+        """The fields of the records ``mask`` selects."""
+        return RecordFields(*(getattr(self, field.name)[mask] for field in fields(self)))
+
 
 @dataclass(frozen=True, slots=True)
 class HeaderFields:
@@ -188,11 +192,11 @@ def scan_records(buf: np.ndarray, bodies: np.ndarray, counts: np.ndarray) -> Rec
     """Fields of the ``counts[i]`` records in each batch body ``buf[bodies[i,0]:bodies[i,1]]``.
 
     Raises CorruptRecordError naming the record when one is malformed."""
-    fields = np.empty((9, int(counts.sum())), dtype=np.int64)
-    status, record = _scan_records(buf, bodies, counts, fields)
+    table = np.empty((9, int(counts.sum())), dtype=np.int64)
+    status, record = _scan_records(buf, bodies, counts, table)
     if status != _OK:
         raise CorruptRecordError(f"record {record} of the fetch: {_PROBLEMS[status]}")
-    return RecordFields(*fields)
+    return RecordFields(*table)
 
 
 def scan_headers(
