@@ -9,24 +9,35 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from partita.client.connection import ConnectionLostError, ResponseFrames
+from partita.protocol.frames import FrameReceiver
 
 
 def _receive(stream: bytes, reads: list[int]) -> list[bytes]:
-    """Feed ``stream`` to a receiver the way the event loop does: ask for a buffer, fill
-    at most as much of it as the next read brings."""
+    """Feed ``stream`` to a receiver the way a buffered protocol does: ask for a buffer,
+    fill at most as much of it as the next read brings."""
+    receiver = FrameReceiver()
+    frames: list[bytes] = []
+    pos = 0
+    sizes = iter(reads)
+    while pos < len(stream):
+        buffer = receiver.buffer()
+        assert len(buffer) > 0
+        size = min(next(sizes, 1 << 20), len(buffer), len(stream) - pos)
+        buffer[:size] = stream[pos : pos + size]
+        frames += [bytes(frame) for frame in receiver.received(size)]
+        pos += size
+    return frames
+
+
+def _protocol_receive(stream: bytes) -> list[bytes]:
+    """The same through the client's asyncio protocol, in one read."""
 
     async def run() -> list[bytes]:
         frames: list[bytes] = []
-        receiver = ResponseFrames(lambda frame: frames.append(bytes(frame)))
-        pos = 0
-        sizes = iter(reads)
-        while pos < len(stream):
-            buffer = receiver.get_buffer(-1)
-            assert len(buffer) > 0
-            size = min(next(sizes, 1 << 20), len(buffer), len(stream) - pos)
-            buffer[:size] = stream[pos : pos + size]
-            receiver.buffer_updated(size)
-            pos += size
+        protocol = ResponseFrames(lambda frame: frames.append(bytes(frame)))
+        buffer = protocol.get_buffer(-1)
+        buffer[: len(stream)] = stream
+        protocol.buffer_updated(len(stream))
         return frames
 
     return asyncio.run(run())
@@ -61,9 +72,12 @@ def test_many_small_frames_in_one_read_then_a_big_one_split_everywhere() -> None
     assert _receive(stream, [len(stream) // 2, 3, 1, 65_536] * 100) == [*small, big, b"tail"]
 
 
-def test_a_size_below_the_correlation_id_is_refused() -> None:
-    with pytest.raises(ConnectionLostError, match="size of 2 bytes"):
-        _receive(b"\x00\x00\x00\x02ab", [6])
+def test_the_protocol_hands_frames_on_and_refuses_one_without_a_correlation_id() -> None:
+    assert _protocol_receive(_framed([b"abcd", b"efghij"])) == [b"abcd", b"efghij"]
+    with pytest.raises(ConnectionLostError, match="response of 2 bytes has no header"):
+        _protocol_receive(b"\x00\x00\x00\x02ab")
+    with pytest.raises(ConnectionLostError, match="announced a size of -5"):
+        _protocol_receive((-5).to_bytes(4, "big", signed=True))
 
 
 def test_a_frame_cut_by_the_end_of_the_shared_buffer_survives_the_move_to_its_front() -> None:

@@ -4,10 +4,10 @@ Requests are kafka-python message objects (the same schema-generated classes the
 uses); several may be in flight at once, and responses arrive in order, as Kafka
 guarantees per connection.
 
-Responses are received by a buffered protocol: small ones are cut out of one shared
-read buffer, and a big one (a fetch of megabytes) is received straight into a buffer of
-its own size, so its bytes are copied once, by the kernel, instead of three times
-through a stream reader.
+Responses are received by a buffered protocol over ``protocol.frames.FrameReceiver``: a
+big one (a fetch of megabytes) is received straight into a buffer of its own size, so
+its bytes are copied once, by the kernel, instead of three times through a stream
+reader.
 """
 
 from __future__ import annotations
@@ -19,11 +19,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from partita.errors import KafkaError
 from partita.protocol.api import response_class_for_key
 from partita.protocol.codec import skip_tagged_fields
+from partita.protocol.frames import FrameReceiver, FrameTooLargeError
 
 
 class ConnectionLostError(KafkaError):
@@ -36,14 +35,12 @@ def _retrieve_exception(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-_READ_BUFFER = 256 * 1024
-# A response at least this big gets a buffer of its own, received into directly.
-_OWN_BUFFER_FROM = 64 * 1024
 _ApiVersions = 18  # its response header stays v0 in every version (KIP-511)
 
 
 class ResponseFrames(asyncio.BufferedProtocol):
-    """Size-prefixed response frames off one connection, handed to ``on_frame`` whole.
+    """Size-prefixed response frames off one connection (split by ``FrameReceiver``),
+    handed to ``on_frame`` whole.
 
     Also the connection's write flow control: ``drain`` waits while the transport's
     write buffer is over its high-water mark."""
@@ -51,11 +48,7 @@ class ResponseFrames(asyncio.BufferedProtocol):
     def __init__(self, on_frame: Callable[[memoryview], None]) -> None:
         self.on_frame = on_frame
         self.transport: asyncio.Transport | None = None
-        self._buffer = bytearray(_READ_BUFFER)
-        self._start = 0  # the unconsumed bytes of _buffer are [_start, _end)
-        self._end = 0
-        self._frame: np.ndarray | None = None  # a big frame being received in place
-        self._filled = 0
+        self._frames = FrameReceiver()
         self._paused = False
         self._drained: asyncio.Future[None] | None = None
         self.lost: asyncio.Future[Exception | None] = asyncio.get_running_loop().create_future()
@@ -65,44 +58,17 @@ class ResponseFrames(asyncio.BufferedProtocol):
         self.transport = transport
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._frame is not None:
-            return self._frame.data[self._filled :]
-        if self._end == len(self._buffer):  # full: move what is left to the front
-            left = self._end - self._start
-            self._buffer[:left] = self._buffer[self._start : self._end]
-            self._start, self._end = 0, left
-        return memoryview(self._buffer)[self._end :]
+        return self._frames.buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._frame is not None:
-            self._filled += nbytes
-            if self._filled == len(self._frame):
-                frame, self._frame = self._frame, None
-                self.on_frame(frame.data)
-            return
-        self._end += nbytes
-        view = memoryview(self._buffer)
-        while self._end - self._start >= 4:
-            size = int.from_bytes(view[self._start : self._start + 4], "big", signed=True)
-            if size < 4:
-                raise ConnectionLostError(f"a response announced a size of {size} bytes")
-            begin = self._start + 4
-            have = self._end - begin
-            if have >= size:
-                self._start = begin + size
-                # A copy: the shared buffer is overwritten by the next reads.
-                self.on_frame(memoryview(bytes(view[begin : begin + size])))
-            elif size >= _OWN_BUFFER_FROM or size > len(self._buffer) - 4:
-                # Not a bytearray: that would zero megabytes only to overwrite them.
-                self._frame = np.empty(size, dtype=np.uint8)
-                self._frame[:have] = view[begin : self._end]
-                self._filled = have
-                self._start = self._end = 0
-                return
-            else:
-                break
-        if self._start == self._end:
-            self._start = self._end = 0
+        try:
+            frames = self._frames.received(nbytes)
+        except FrameTooLargeError as exc:
+            raise ConnectionLostError(f"a response announced a size of {exc.size}") from None
+        for frame in frames:
+            if len(frame) < 4:
+                raise ConnectionLostError(f"a response of {len(frame)} bytes has no header")
+            self.on_frame(frame)
 
     def eof_received(self) -> bool:
         return False  # close the transport: a broker does not half-close

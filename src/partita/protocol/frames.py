@@ -1,13 +1,21 @@
-"""Splitting a TCP byte stream into Kafka request frames (sans-IO).
+"""Splitting a TCP byte stream into Kafka frames (sans-IO).
 
-Each frame is a 4-byte big-endian size followed by that many bytes. A size that is
-negative or above ``socket.request.max.bytes`` cannot be trusted to resynchronise the
-stream, so the connection must be closed, as Kafka does.
+Each frame is a 4-byte big-endian size followed by that many bytes. Two splitters, for
+the two ways asyncio delivers bytes:
+
+- ``FrameDecoder`` takes reads as they come (a stream reader's chunks): the broker's.
+  A size that is negative or above ``socket.request.max.bytes`` cannot be trusted to
+  resynchronise the stream, so the connection must be closed, as Kafka does.
+- ``FrameReceiver`` hands out the buffer the next read goes into (a buffered protocol):
+  the client's, where responses of megabytes are received straight into a buffer of
+  their own size, so the kernel's copy is the only one.
 """
 
 from __future__ import annotations
 
 import struct
+
+import numpy as np
 
 
 class FrameTooLargeError(Exception):
@@ -103,3 +111,65 @@ class FrameDecoder:
     @property
     def buffered(self) -> int:
         return len(self._head) + sum(len(part) for part in self._parts)
+
+
+_READ_BUFFER = 256 * 1024
+# A frame at least this big gets a buffer of its own, received into directly.
+_OWN_BUFFER_FROM = 64 * 1024
+
+
+class FrameReceiver:
+    """Frames received in place: ``buffer()`` is where the next read goes, ``received(n)``
+    says how much it brought and returns the frames it completed.
+
+    Small frames are cut (copied) out of one shared read buffer, which the next reads
+    overwrite; a frame of ``_OWN_BUFFER_FROM`` bytes or more is received into a buffer of
+    its own and handed out as it is."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray(_READ_BUFFER)
+        self._start = 0  # the unconsumed bytes of _buffer are [_start, _end)
+        self._end = 0
+        self._frame: np.ndarray | None = None  # a big frame being received in place
+        self._filled = 0
+
+    def buffer(self) -> memoryview:
+        if self._frame is not None:
+            return self._frame.data[self._filled :]
+        if self._end == len(self._buffer):  # full: move what is left to the front
+            left = self._end - self._start
+            self._buffer[:left] = self._buffer[self._start : self._end]
+            self._start, self._end = 0, left
+        return memoryview(self._buffer)[self._end :]
+
+    def received(self, nbytes: int) -> list[memoryview]:
+        if self._frame is not None:
+            self._filled += nbytes
+            if self._filled < len(self._frame):
+                return []
+            frame, self._frame = self._frame, None
+            return [frame.data]
+        self._end += nbytes
+        frames: list[memoryview] = []
+        view = memoryview(self._buffer)
+        while self._end - self._start >= 4:
+            (size,) = _SIZE.unpack_from(view, self._start)
+            if size < 0:
+                raise FrameTooLargeError(size, 2**31 - 1)
+            begin = self._start + 4
+            have = self._end - begin
+            if have >= size:
+                self._start = begin + size
+                frames.append(memoryview(bytes(view[begin : begin + size])))
+            elif size >= _OWN_BUFFER_FROM:
+                # Not a bytearray: that would zero megabytes only to overwrite them.
+                self._frame = np.empty(size, dtype=np.uint8)
+                self._frame[:have] = view[begin : self._end]
+                self._filled = have
+                self._start = self._end = 0
+                break
+            else:
+                break
+        if self._start == self._end:
+            self._start = self._end = 0
+        return frames
