@@ -153,18 +153,16 @@ async def _write_chunks(writer: asyncio.StreamWriter, chunks: list[bytes | FileR
     file regions go out by sendfile."""
     pending: list[bytes] = []
     for chunk in chunks:
-        if isinstance(chunk, FileRegion):
-            if pending:
-                writer.write(b"".join(pending))
-                pending.clear()
-            await _send_region(writer, chunk)
-        elif len(chunk) >= _LARGE_CHUNK:
-            if pending:
-                writer.write(b"".join(pending))
-                pending.clear()
-            writer.write(chunk)
-        else:
+        if isinstance(chunk, bytes) and len(chunk) < _LARGE_CHUNK:
             pending.append(chunk)
+            continue
+        if pending:
+            writer.write(b"".join(pending))
+            pending.clear()
+        if isinstance(chunk, FileRegion):
+            await _send_region(writer, chunk)
+        else:
+            writer.write(chunk)
     if pending:
         writer.write(b"".join(pending) if len(pending) > 1 else pending[0])
 
