@@ -184,6 +184,22 @@ def paired_ratio(ceiling_seconds: list[float], partita_seconds: list[float]) -> 
     return statistics.median(c / p for c, p in zip(ceiling_seconds, partita_seconds, strict=True))
 
 
+def print_verdict(path: str, ceiling_name: str, ceiling: list[float], partita: list[float]) -> None:
+    """The target's verdict for one path, with each round's ratio and seconds."""
+    ratio = paired_ratio(ceiling, partita)
+    per_round = ", ".join(f"{c / p:.0%}" for c, p in zip(ceiling, partita, strict=True))
+    print(
+        f"{path} partita / {ceiling_name} = {ratio:.0%} (target >= 60%: "
+        f"{'PASS' if ratio >= 0.6 else 'MISS'}); per round {per_round}"
+    )
+    print(
+        "       seconds per round: ceiling "
+        + ", ".join(f"{t:.2f}" for t in ceiling)
+        + "; partita "
+        + ", ".join(f"{t:.2f}" for t in partita)
+    )
+
+
 def count_by_partition(df: Any, expected: int) -> None:
     total = sum(row["count"] for row in df.groupBy("partition").count().collect())
     if total != expected:
@@ -317,36 +333,10 @@ def main() -> None:
     # ratios, which a machine that speeds up or slows down between rounds does not skew.
     print()
     if timed_reads:
-        read_ratio = paired_ratio(read_memory, read_partita)
-        per_round = ", ".join(
-            f"{m / p:.0%}" for m, p in zip(read_memory, read_partita, strict=True)
-        )
-        print(
-            f"read:  partita / in-memory ceiling = {read_ratio:.0%} (target >= 60%: "
-            f"{'PASS' if read_ratio >= 0.6 else 'MISS'}); per round {per_round}; "
-            f"partita / parquet = {rate(read_partita) / rate(read_parquet):.0%}"
-        )
-        print(
-            "       seconds per round: ceiling "
-            + ", ".join(f"{t:.2f}" for t in read_memory)
-            + "; partita "
-            + ", ".join(f"{t:.2f}" for t in read_partita)
-        )
+        print_verdict("read: ", "in-memory ceiling", read_memory, read_partita)
+        print(f"       partita / parquet = {rate(read_partita) / rate(read_parquet):.0%}")
     if timed_writes:
-        write_ratio = paired_ratio(write_noop, write_partita)
-        per_round = ", ".join(
-            f"{m / p:.0%}" for m, p in zip(write_noop, write_partita, strict=True)
-        )
-        print(
-            f"write: partita / no-op writer       = {write_ratio:.0%} (target >= 60%: "
-            f"{'PASS' if write_ratio >= 0.6 else 'MISS'}); per round {per_round}"
-        )
-        print(
-            "       seconds per round: ceiling "
-            + ", ".join(f"{t:.2f}" for t in write_noop)
-            + "; partita "
-            + ", ".join(f"{t:.2f}" for t in write_partita)
-        )
+        print_verdict("write:", "no-op writer", write_noop, write_partita)
     print(f"\nCPU seconds (median of the rounds; {os.cpu_count()} CPUs):")
     print(f"{'pass':34} {'wall':>6} " + " ".join(f"{kind:>15}" for kind in PROCESS_KINDS))
     passes = []
