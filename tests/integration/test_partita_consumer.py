@@ -154,8 +154,8 @@ def _produce_blocks(bootstrap: str, topic: str, blocks: list[bool], per_block: i
 
 
 def test_records_with_and_without_headers_interleaved(broker: BrokerProcess) -> None:
-    # The consumer decodes a partition whose last fetch had headers with aiokafka's
-    # reader first; it must switch back and forth as the data does.
+    # Small fetches that mix records with and without headers: each record keeps its
+    # own headers, and those without get none.
     create_topic(broker.bootstrap, "mixed-headers")
     blocks = [False, True, True, False, True, False]
     _produce_blocks(broker.bootstrap, "mixed-headers", blocks, 200)
@@ -198,8 +198,8 @@ def test_a_corrupt_batch_with_headers_is_refused(broker: BrokerProcess) -> None:
         f.write(bytes([data[last] ^ 0xFF]))
 
     async def run() -> list[Any]:
-        # A fetch too small for two batches: the first brings only batch one (with
-        # headers), so the corrupt batch arrives on the headers path.
+        # A fetch too small for two batches: records with headers are delivered first,
+        # then the corrupt batch arrives in a fetch of its own and must be refused.
         async with AsyncConsumer(
             broker.bootstrap,
             auto_offset_reset="earliest",
