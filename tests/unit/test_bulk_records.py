@@ -8,8 +8,9 @@ from aiokafka.record.default_records import DefaultRecordBatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from partita.protocol.bulk_records import build_producer_batch, encode_record_sets, varint
+from partita.protocol.bulk_records import encode_record_sets, varint
 from partita.protocol.compression import Compression
+from partita.protocol.record_sets import build_producer_batch
 from partita.protocol.records import decode_records, write_varint
 
 SHARED = [("spark.batch.id", b"7"), ("spark.task.id", b"3"), ("empty", None)]

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from partita.errors import CorruptRecordError
-from partita.protocol.bulk_records import RecordSet, build_producer_batch
 from partita.protocol.compression import Compression
 from partita.protocol.record_columns import decode_columns
+from partita.protocol.record_sets import RecordSet, build_producer_batch
 from partita.protocol.records import Record, build_batch
 
 BASE_TS = 1_700_000_000_000
@@ -150,7 +150,7 @@ def test_malformed_records_are_refused_by_name(
 ) -> None:
     """Each malformed record in a batch whose CRC holds is refused, as Kafka's
     DefaultRecord.readFrom refuses it: the CRC cannot catch a producer's own mistake."""
-    batch = build_producer_batch(RecordSet(body, count, 0), timestamp=BASE_TS)
+    batch = build_producer_batch(RecordSet.of(body, count), timestamp=BASE_TS)
     if problem is None:
         columns, _next = decode_columns(batch, 0, 10, with_headers=True)
         assert columns is not None and columns.values.to_pylist() == [b"v"]
@@ -163,7 +163,7 @@ def test_malformed_records_are_refused_by_name(
 def test_header_keys_that_are_not_utf8_are_replaced_as_java_does() -> None:
     header = b"\x02\xff" + b"\x02x"  # key: the byte 0xff; value: "x"
     fields = GOOD[:-1] + b"\x02" + header
-    batch = build_producer_batch(RecordSet(_record(fields), 1, 0), timestamp=BASE_TS)
+    batch = build_producer_batch(RecordSet.of(_record(fields), 1), timestamp=BASE_TS)
     columns, _next = decode_columns(batch, 0, 10, with_headers=True)
     assert columns is not None and columns.headers is not None
     assert columns.headers.to_pylist() == [[{"key": "\ufffd", "value": b"x"}]]

@@ -30,9 +30,9 @@ from partita.client.cluster import Cluster
 from partita.client.connection import BrokerConnection
 from partita.client.partitioners import Partitioner, choose_partition, load_partitioner
 from partita.errors import KafkaError
-from partita.protocol.bulk_records import RecordSet, build_producer_batch
 from partita.protocol.compression import Compression
 from partita.protocol.record_batch import patch_base_sequence
+from partita.protocol.record_sets import RecordSet, build_producer_batch
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class _Batch:
     builder: Any
     created: float
     futures: list[tuple[asyncio.Future[RecordMetadata], int]] = field(default_factory=list)
-    encoded: bytes | None = None
+    encoded: bytes | bytearray | memoryview | None = None
     attempts: int = 0
     order: int = 0  # position among this producer's closed batches: the resend order
     sequence: int = -1  # base sequence, for an idempotent producer
@@ -91,7 +91,7 @@ class _EncodedRecords:
     def set_producer_state(self, producer_id: int, epoch: int, sequence: int) -> None:
         self.producer_state = (producer_id, epoch, sequence)
 
-    def build(self) -> bytes:
+    def build(self) -> memoryview:
         producer_id, epoch, sequence = self.producer_state
         return build_producer_batch(
             self.records,
@@ -318,7 +318,7 @@ class AsyncProducer:
             batch.sequence = sequence
             batch.builder.set_producer_state(self.producer_id, self.producer_epoch, sequence)
             self._sequences[key] = _sequence_after(sequence, batch.count)
-        batch.encoded = bytes(batch.builder.build())
+        batch.encoded = batch.builder.build()
         self._closed_batches += 1
         batch.order = self._closed_batches
         self._ready.setdefault((batch.topic, batch.partition), deque()).append(batch)
@@ -366,7 +366,7 @@ class AsyncProducer:
             assert batch.encoded is not None
             encoded = bytearray(batch.encoded)
             patch_base_sequence(encoded, sequence)
-            batch.encoded = bytes(encoded)
+            batch.encoded = encoded
             sequence = _sequence_after(sequence, batch.count)
         self._sequences[key] = sequence
         log.warning(
