@@ -25,7 +25,7 @@ async def _send_and_receive(
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            await _write_chunks(writer, chunks_for(fd))
+            await _write_chunks(writer.transport, chunks_for(fd))
             await writer.drain()
             outcome.append(None)
         except Exception as exc:

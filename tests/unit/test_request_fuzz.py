@@ -6,12 +6,12 @@ or answer ApiVersions with UNSUPPORTED_VERSION). Any other exception would escap
 network loop as a crash of that connection with a traceback instead of a clean, logged
 close. Valid requests encoded by kafka-python must round-trip for every supported API and
 version, and any truncation of or trailing bytes after a valid request must be refused.
-``FrameDecoder`` must split any chunking of a byte stream into exactly the frames sent.
+``FrameReceiver`` must split any chunking of a byte stream into exactly the frames sent.
 """
 
 from __future__ import annotations
 
-import itertools
+import os
 import struct
 import tracemalloc
 from typing import Any
@@ -30,7 +30,7 @@ from partita.protocol.codec import (
     UnsupportedRequestError,
     decode_request,
 )
-from partita.protocol.frames import FrameDecoder, FrameTooLargeError
+from partita.protocol.frames import FrameReceiver
 
 REJECTIONS = (MalformedRequestError, UnsupportedRequestError)
 
@@ -462,12 +462,18 @@ def framed(frames: list[bytes]) -> bytes:
     return b"".join(struct.pack(">i", len(f)) + f for f in frames)
 
 
-def feed_in_chunks(decoder: FrameDecoder, stream: bytes, cuts: list[int]) -> list[bytes]:
+def receive_in_reads(receiver: FrameReceiver, stream: bytes, cuts: list[int]) -> list[bytes]:
+    """Deliver ``stream`` as an asyncio buffered protocol would, in reads that end at
+    ``cuts`` (a read also ends where the receiver's buffer does)."""
     out: list[bytes] = []
     previous = 0
     for cut in [*sorted(cuts), len(stream)]:
-        out += decoder.feed(stream[previous:cut])
-        previous = cut
+        while previous < cut and receiver.error is None:
+            buffer = receiver.buffer()
+            size = min(len(buffer), cut - previous)
+            buffer[:size] = stream[previous : previous + size]
+            out += [bytes(frame) for frame in receiver.received(size)]
+            previous += size
     return out
 
 
@@ -476,26 +482,24 @@ def feed_in_chunks(decoder: FrameDecoder, stream: bytes, cuts: list[int]) -> lis
 def test_any_chunking_yields_exactly_the_frames(frames: list[bytes], data: Any) -> None:
     stream = framed(frames)
     cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=24))
-    decoder = FrameDecoder(max_frame_bytes=300)
-    assert feed_in_chunks(decoder, stream, cuts) == frames
-    assert decoder.buffered == 0
+    receiver = FrameReceiver(max_frame_bytes=300)
+    assert receive_in_reads(receiver, stream, cuts) == frames
+    assert receiver.buffered == 0
 
 
 @FUZZ
 @given(st.lists(st.binary(max_size=40), max_size=5))
 def test_byte_at_a_time_yields_exactly_the_frames(frames: list[bytes]) -> None:
     stream = framed(frames)
-    decoder = FrameDecoder(max_frame_bytes=40)
-    out: list[bytes] = []
-    for i in range(len(stream)):
-        out += decoder.feed(stream[i : i + 1])
-    assert out == frames
-    assert decoder.buffered == 0
+    receiver = FrameReceiver(max_frame_bytes=40)
+    assert receive_in_reads(receiver, stream, list(range(len(stream)))) == frames
+    assert receiver.buffered == 0
 
 
 def test_frame_of_exactly_the_limit_is_accepted() -> None:
-    decoder = FrameDecoder(max_frame_bytes=16)
-    assert decoder.feed(framed([b"x" * 16, b""])) == [b"x" * 16, b""]
+    receiver = FrameReceiver(max_frame_bytes=16)
+    assert receive_in_reads(receiver, framed([b"x" * 16, b""]), []) == [b"x" * 16, b""]
+    assert receiver.error is None
 
 
 @FUZZ
@@ -504,93 +508,60 @@ def test_frame_of_exactly_the_limit_is_accepted() -> None:
     st.one_of(st.integers(101, 2**31 - 1), st.integers(-(2**31), -1)),
     st.data(),
 )
-def test_oversized_or_negative_size_prefix_raises(
+def test_an_oversized_or_negative_size_prefix_stops_the_stream_at_once(
     frames: list[bytes], bad_size: int, data: Any
 ) -> None:
-    """The error comes as soon as the 4 size bytes are in, never after waiting for a body
-    that will not come: from the ``feed`` call that completes the prefix, or (if that call
-    had complete frames to hand out first) from the very next call."""
+    """The error comes from the read that completes the 4 size bytes, never after waiting
+    for a body that will not come; and, as Kafka reads one request at a time, every
+    complete frame in front of the bad prefix still comes out first, even from that read."""
     prefix_end = len(framed(frames)) + 4
     stream = framed(frames) + struct.pack(">i", bad_size) + b"junk"
-    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=10)))
-    bounds = [0, *cuts, len(stream)]
-    calls = [stream[a:b] for a, b in itertools.pairwise(bounds)] + [b""]
-    decoder = FrameDecoder(max_frame_bytes=100)
-    fed = 0
-    completed_at: int | None = None
-    error: FrameTooLargeError | None = None
-    for i, chunk in enumerate(calls):
-        fed += len(chunk)
-        try:
-            decoder.feed(chunk)
-        except FrameTooLargeError as exc:
-            error, raised_at = exc, i
-            break
-        if completed_at is None and fed >= prefix_end:
-            completed_at = i
-    assert error is not None, "an oversized or negative size prefix was accepted"
-    assert (error.size, error.limit) == (bad_size, 100)
-    assert completed_at is None or raised_at == completed_at + 1
-
-
-@FUZZ
-@given(
-    st.lists(st.binary(max_size=50), min_size=1, max_size=4),
-    st.one_of(st.integers(101, 2**31 - 1), st.integers(-(2**31), -1)),
-    st.data(),
-)
-def test_frames_before_an_oversized_prefix_are_still_delivered(
-    frames: list[bytes], bad_size: int, data: Any
-) -> None:
-    """Kafka reads one request at a time: requests pipelined ahead of an oversized size
-    prefix are answered before the connection is closed. So every complete frame in front
-    of the bad prefix must come out of the decoder, even from the same ``feed`` call."""
-    good = framed(frames)
-    stream = good + struct.pack(">i", bad_size)
-    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=6))
-    decoder = FrameDecoder(max_frame_bytes=100)
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=10))
+    receiver = FrameReceiver(max_frame_bytes=100)
     out: list[bytes] = []
-    previous = 0
-    raised = False
+    received = 0
     for cut in [*sorted(cuts), len(stream)]:
-        try:
-            out += decoder.feed(stream[previous:cut])
-        except FrameTooLargeError:
-            raised = True
-            break
-        previous = cut
-    if not raised:  # the error may be held back until the next call
-        with pytest.raises(FrameTooLargeError):
-            decoder.feed(b"")
+        if cut <= received:
+            continue
+        buffer = receiver.buffer()
+        size = min(len(buffer), cut - received)
+        buffer[:size] = stream[received : received + size]
+        out += [bytes(frame) for frame in receiver.received(size)]
+        received += size
+        assert (receiver.error is not None) == (received >= prefix_end)
+    assert receiver.error is not None, "an oversized or negative size prefix was accepted"
+    assert (receiver.error.size, receiver.error.limit) == (bad_size, 100)
     assert out == frames
+    assert receiver.received(0) == []  # nothing after the bad prefix is read
 
 
-def test_an_announced_frame_is_not_allocated_before_its_bytes_arrive() -> None:
-    # A client may announce up to socket.request.max.bytes and send nothing more;
-    # memory must follow what arrives, not what is announced.
-    decoder = FrameDecoder(max_frame_bytes=200 << 20)
-    tracemalloc.start()
-    try:
-        assert decoder.feed(struct.pack(">i", 100 << 20) + b"x") == []
-        _current, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert peak < 1 << 20
-    assert decoder.buffered == 1
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_an_announced_frame_takes_memory_only_as_its_bytes_arrive() -> None:
+    # A client may announce up to socket.request.max.bytes and send nothing more: the
+    # frame's buffer is reserved, but memory is only used as its bytes arrive.
+    receiver = FrameReceiver(max_frame_bytes=200 << 20)
+    before = _resident_bytes()
+    assert receive_in_reads(receiver, struct.pack(">i", 100 << 20) + b"x", []) == []
+    assert _resident_bytes() - before < 8 << 20
+    assert receiver.buffered == 1
 
 
 def test_a_frame_dribbled_byte_by_byte_costs_about_its_size() -> None:
     frame = bytes(range(256)) * 800  # 200 KiB
     stream = struct.pack(">i", len(frame)) + frame
-    decoder = FrameDecoder(max_frame_bytes=1 << 20)
-    out: list[bytes] = []
+    receiver = FrameReceiver(max_frame_bytes=1 << 20)
+    out: list[memoryview] = []
     tracemalloc.start()
     try:
-        for i in range(len(stream) - 1):
-            out += decoder.feed(stream[i : i + 1])
+        for i in range(len(stream)):
+            receiver.buffer()[:1] = stream[i : i + 1]
+            out += receiver.received(1)
         _current, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    out += decoder.feed(stream[-1:])
-    assert out == [frame]
+    assert [bytes(f) for f in out] == [frame]
     assert peak < 2 * len(frame)

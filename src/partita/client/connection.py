@@ -22,7 +22,7 @@ from typing import Any
 from partita.errors import KafkaError
 from partita.protocol.api import response_class_for_key
 from partita.protocol.codec import skip_tagged_fields
-from partita.protocol.frames import FrameReceiver, FrameTooLargeError
+from partita.protocol.frames import FrameReceiver
 
 
 class ConnectionLostError(KafkaError):
@@ -61,14 +61,13 @@ class ResponseFrames(asyncio.BufferedProtocol):
         return self._frames.buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        try:
-            frames = self._frames.received(nbytes)
-        except FrameTooLargeError as exc:
-            raise ConnectionLostError(f"a response announced a size of {exc.size}") from None
-        for frame in frames:
+        for frame in self._frames.received(nbytes):
             if len(frame) < 4:
                 raise ConnectionLostError(f"a response of {len(frame)} bytes has no header")
             self.on_frame(frame)
+        if self._frames.error is not None:
+            size = self._frames.error.size
+            raise ConnectionLostError(f"a response announced a size of {size}")
 
     def eof_received(self) -> bool:
         return False  # close the transport: a broker does not half-close

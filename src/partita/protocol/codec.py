@@ -66,7 +66,7 @@ def skip_tagged_fields(view: memoryview, pos: int) -> int:
     return pos
 
 
-def decode_header(frame: bytes) -> tuple[RequestHeader, int]:
+def decode_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]:
     """The request header v1 fields and the position after them."""
     if len(frame) < 10:
         raise MalformedRequestError(f"request frame of {len(frame)} bytes has no header")
@@ -78,14 +78,14 @@ def decode_header(frame: bytes) -> tuple[RequestHeader, int]:
         if pos + length > len(frame):
             raise MalformedRequestError("client id runs past the end of the frame")
         try:
-            client_id = frame[pos : pos + length].decode("utf-8")
+            client_id = str(frame[pos : pos + length], "utf-8")
         except UnicodeDecodeError:
             raise MalformedRequestError("client id is not UTF-8") from None
         pos += length
     return RequestHeader(api_key, version, correlation_id, client_id), pos
 
 
-def decode_request(frame: bytes) -> tuple[RequestHeader, ApiSpec, Any]:
+def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, ApiSpec, Any]:
     """Header, API spec and decoded body of a request frame (without the size prefix)."""
     header, pos = decode_header(frame)
     spec = SUPPORTED.get(header.api_key)

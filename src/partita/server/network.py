@@ -10,10 +10,10 @@ UNSUPPORTED_VERSION so that the client can retry with a version we speak.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
 import struct
+from collections import deque
 from typing import IO, Any, cast
 
 from partita.protocol.api import ApiKey
@@ -25,7 +25,7 @@ from partita.protocol.codec import (
     encode_raw_response,
     encode_response,
 )
-from partita.protocol.frames import FrameDecoder, FrameTooLargeError
+from partita.protocol.frames import FrameReceiver
 from partita.server.broker import Broker
 from partita.server.closing import CloseConnectionError
 from partita.server.dispatch import HANDLERS
@@ -35,7 +35,9 @@ from partita.storage.file_region import FileRegion
 log = logging.getLogger(__name__)
 
 _PREFIX = struct.Struct(">ii")
-_READ_SIZE = 256 * 1024
+# Requests received but not yet answered, per connection, before reading pauses: a
+# client pipelining faster than it is answered is held back by TCP, not by our memory.
+_MAX_QUEUED_FRAMES = 16
 
 
 class BrokerServer:
@@ -47,7 +49,8 @@ class BrokerServer:
         self.requests_served = 0
 
     async def start(self, host: str, port: int) -> int:
-        self._server = await asyncio.start_server(self._serve, host, port, limit=_READ_SIZE)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _RequestFrames(self), host, port)
         sockets = self._server.sockets
         return int(sockets[0].getsockname()[1]) if sockets else port
 
@@ -61,51 +64,46 @@ class BrokerServer:
         if self._server is not None:
             await self._server.wait_closed()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._connections.add(task)
-        peer = writer.get_extra_info("peername")
-        decoder = FrameDecoder(self.max_frame_bytes)
+    def _accept(self, connection: _RequestFrames) -> None:
+        task = asyncio.get_running_loop().create_task(self._serve(connection))
+        self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
+
+    async def _serve(self, connection: _RequestFrames) -> None:
+        transport = connection.transport
+        assert transport is not None
+        peer = transport.get_extra_info("peername")
         try:
-            while True:
-                data = await reader.read(_READ_SIZE)
-                if not data:
-                    break
-                for frame in decoder.feed(data):
-                    chunks = await self._respond(frame, peer)
-                    if chunks:
-                        await _write_chunks(writer, chunks)
-                await writer.drain()
-                decoder.feed(b"")  # raises a bad size prefix held back behind good frames
-            if decoder.buffered:
+            while (frame := await connection.next_frame()) is not None:
+                chunks = await self._respond(frame, peer)
+                if chunks:
+                    await _write_chunks(transport, chunks)
+                await connection.drain()
+            error = connection.receiver.error
+            if error is not None:
+                log.warning(
+                    "closing connection: oversized request",
+                    extra={"peer": str(peer), "error": str(error)},
+                )
+            elif connection.receiver.buffered:
                 log.warning(
                     "client closed the connection in the middle of a request",
-                    extra={"peer": str(peer), "bytes": decoder.buffered},
+                    extra={"peer": str(peer), "bytes": connection.receiver.buffered},
                 )
-        except FrameTooLargeError as exc:
-            log.warning(
-                "closing connection: oversized request",
-                extra={"peer": str(peer), "error": str(exc)},
-            )
         except CloseConnectionError as exc:
             log.warning("closing connection", extra={"peer": str(peer), "reason": str(exc)})
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except ConnectionError:
             pass
         except asyncio.CancelledError:
-            # Only stop() cancels a connection; finishing normally spares asyncio's
-            # stream callback a traceback about the cancelled task.
+            # Only stop() cancels a connection; finishing normally spares asyncio a
+            # traceback about the cancelled task.
             pass
         except Exception:
             log.exception("connection failed", extra={"peer": str(peer)})
         finally:
-            if task is not None:
-                self._connections.discard(task)
-            writer.close()
-            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
-                await writer.wait_closed()
+            transport.close()
 
-    async def _respond(self, frame: bytes, peer: Any) -> list[bytes | FileRegion] | None:
+    async def _respond(self, frame: memoryview, peer: Any) -> list[bytes | FileRegion] | None:
         try:
             header, spec, request = decode_request(frame)
         except UnsupportedRequestError as exc:
@@ -147,7 +145,9 @@ class BrokerServer:
 _LARGE_CHUNK = 64 * 1024
 
 
-async def _write_chunks(writer: asyncio.StreamWriter, chunks: list[bytes | FileRegion]) -> None:
+async def _write_chunks(
+    transport: asyncio.WriteTransport, chunks: list[bytes | FileRegion]
+) -> None:
     """Small chunks are joined into one write; large record sets are handed to the
     transport as they are (Python 3.11's writelines would copy them into a join), and
     file regions go out by sendfile."""
@@ -157,29 +157,120 @@ async def _write_chunks(writer: asyncio.StreamWriter, chunks: list[bytes | FileR
             pending.append(chunk)
             continue
         if pending:
-            writer.write(b"".join(pending))
+            transport.write(b"".join(pending))
             pending.clear()
         if isinstance(chunk, FileRegion):
-            await _send_region(writer, chunk)
+            await _send_region(transport, chunk)
         else:
-            writer.write(chunk)
+            transport.write(chunk)
     if pending:
-        writer.write(b"".join(pending) if len(pending) > 1 else pending[0])
+        transport.write(b"".join(pending) if len(pending) > 1 else pending[0])
 
 
-async def _send_region(writer: asyncio.StreamWriter, region: FileRegion) -> None:
+async def _send_region(transport: asyncio.WriteTransport, region: FileRegion) -> None:
     loop = asyncio.get_running_loop()
     try:
         # A file object is asked for; sendfile uses only its fileno() and seek().
         file = cast(IO[bytes], region)
-        sent = await loop.sendfile(writer.transport, file, region.position, region.length)
+        sent = await loop.sendfile(transport, file, region.position, region.length)
     except asyncio.SendfileNotAvailableError:  # e.g. TLS: through memory instead
         data = region.read()
         sent = len(data)
-        writer.write(data)
+        transport.write(data)
     if sent != region.length:
         # The frame's size was promised before sending; a segment truncated meanwhile
         # (a follower's truncation, deleted records) leaves no way to keep it.
         raise CloseConnectionError(
             f"segment shrank under a fetch: sent {sent} of {region.length} bytes"
         )
+
+
+class _RequestFrames(asyncio.BufferedProtocol):
+    """One client connection: request frames received in place (``FrameReceiver``), queued
+    for the connection's serving task, which answers them in order.
+
+    Reading pauses while ``_MAX_QUEUED_FRAMES`` wait, and stops at a bad size prefix
+    (the frames before it are still answered). ``drain`` is the write flow control."""
+
+    def __init__(self, server: BrokerServer) -> None:
+        self.server = server
+        self.receiver = FrameReceiver(server.max_frame_bytes)
+        self.transport: asyncio.Transport | None = None
+        self._frames: deque[memoryview] = deque()
+        self._arrived: asyncio.Future[None] | None = None
+        self._ended = False  # EOF, a lost connection or a bad size prefix: no more frames
+        self._reading_paused = False
+        self._writing_paused = False
+        self._drained: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.server._accept(self)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.receiver.buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._frames.extend(self.receiver.received(nbytes))
+        if self.receiver.error is not None:
+            self._end()
+            return
+        if len(self._frames) >= _MAX_QUEUED_FRAMES:
+            self._pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        # Keep the transport open: requests already received are still answered (a
+        # client may half-close after its last request); the serving task closes it.
+        self._end()
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._ended = True
+        self._frames.clear()
+        self._wake()
+        self.resume_writing()
+
+    async def next_frame(self) -> memoryview | None:
+        """The next request, or None once the connection has no more."""
+        while not self._frames:
+            if self._ended:
+                return None
+            self._arrived = asyncio.get_running_loop().create_future()
+            await self._arrived
+        frame = self._frames.popleft()
+        if self._reading_paused and len(self._frames) < _MAX_QUEUED_FRAMES // 2:
+            self._reading_paused = False
+            if self.transport is not None and not self.transport.is_closing():
+                self.transport.resume_reading()
+        return frame
+
+    def _end(self) -> None:
+        self._ended = True
+        self._pause_reading()
+        self._wake()
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused and self.transport is not None:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def _wake(self) -> None:
+        if self._arrived is not None and not self._arrived.done():
+            self._arrived.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    async def drain(self) -> None:
+        if self.transport is None or self.transport.is_closing():
+            raise ConnectionResetError("the connection was closed")
+        if self._writing_paused:
+            self._drained = asyncio.get_running_loop().create_future()
+            await self._drained
