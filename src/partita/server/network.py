@@ -37,7 +37,11 @@ log = logging.getLogger(__name__)
 _PREFIX = struct.Struct(">ii")
 # Requests received but not yet answered, per connection, before reading pauses: a
 # client pipelining faster than it is answered is held back by TCP, not by our memory.
+# (Kafka reads one request per connection and mutes it until the answer is sent; a few
+# queued small requests keep pipelined producers busy, the byte bound keeps big ones to
+# a frame or two.)
 _MAX_QUEUED_FRAMES = 16
+_MAX_QUEUED_BYTES = 4 << 20
 
 
 class BrokerServer:
@@ -197,6 +201,7 @@ class _RequestFrames(asyncio.BufferedProtocol):
         self.receiver = FrameReceiver(server.max_frame_bytes)
         self.transport: asyncio.Transport | None = None
         self._frames: deque[memoryview] = deque()
+        self._queued_bytes = 0
         self._arrived: asyncio.Future[None] | None = None
         self._ended = False  # EOF, a lost connection or a bad size prefix: no more frames
         self._reading_paused = False
@@ -212,11 +217,13 @@ class _RequestFrames(asyncio.BufferedProtocol):
         return self.receiver.buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        self._frames.extend(self.receiver.received(nbytes))
+        for frame in self.receiver.received(nbytes):
+            self._frames.append(frame)
+            self._queued_bytes += len(frame)
         if self.receiver.error is not None:
             self._end()
             return
-        if len(self._frames) >= _MAX_QUEUED_FRAMES:
+        if len(self._frames) >= _MAX_QUEUED_FRAMES or self._queued_bytes >= _MAX_QUEUED_BYTES:
             self._pause_reading()
         self._wake()
 
@@ -229,6 +236,7 @@ class _RequestFrames(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._ended = True
         self._frames.clear()
+        self._queued_bytes = 0
         self._wake()
         self.resume_writing()
 
@@ -240,11 +248,22 @@ class _RequestFrames(asyncio.BufferedProtocol):
             self._arrived = asyncio.get_running_loop().create_future()
             await self._arrived
         frame = self._frames.popleft()
-        if self._reading_paused and len(self._frames) < _MAX_QUEUED_FRAMES // 2:
+        self._queued_bytes -= len(frame)
+        if (
+            self._reading_paused
+            and not self._ended
+            and len(self._frames) < _MAX_QUEUED_FRAMES // 2
+            and self._queued_bytes < _MAX_QUEUED_BYTES // 2
+        ):
             self._reading_paused = False
             if self.transport is not None and not self.transport.is_closing():
                 self.transport.resume_reading()
         return frame
+
+    @property
+    def queued(self) -> int:
+        """Requests received and not yet taken by ``next_frame``."""
+        return len(self._frames)
 
     def _end(self) -> None:
         self._ended = True
@@ -274,3 +293,5 @@ class _RequestFrames(asyncio.BufferedProtocol):
         if self._writing_paused:
             self._drained = asyncio.get_running_loop().create_future()
             await self._drained
+            if self.transport.is_closing():
+                raise ConnectionResetError("the connection was closed")
