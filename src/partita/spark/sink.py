@@ -140,6 +140,8 @@ def _rows_by_partition(
 ) -> dict[int, np.ndarray] | None:
     """Row indexes per target partition: an explicit partition wins, else Java's murmur2 of
     the key; None when some row has neither (keyless rows go by record set instead)."""
+    if partitions is None and keys is None:
+        return None  # every row is keyless: nothing to compute per row
     explicit = (
         np.asarray(partitions.fill_null(-1), dtype=np.int64)
         if partitions is not None
