@@ -91,6 +91,9 @@ class OffsetIndex(_IndexFile):
         # In memory only: where the indexed batch ends (-1 if unknown, e.g. after a load).
         # It lets a lookup for the next batch skip the indexed one without reading it.
         self._ends = array("q")
+        # In memory only: the indexed batch's base offset (-1 if unknown). With its end,
+        # a fetch that starts inside the batch needs no read to find it.
+        self._bases = array("q")
 
     def __len__(self) -> int:
         return len(self._offsets)
@@ -111,17 +114,19 @@ class OffsetIndex(_IndexFile):
             index._offsets.append(base_offset + rel)
             index._positions.append(pos)
             index._ends.append(-1)
+            index._bases.append(-1)
             last_offset, last_position = rel, pos
         index._written_entries = len(index)
         index._exists = True
         return index
 
-    def append(self, offset: int, position: int, end: int = -1) -> None:
+    def append(self, offset: int, position: int, end: int = -1, base: int = -1) -> None:
         if self._offsets and (offset <= self._offsets[-1] or position <= self._positions[-1]):
             return
         self._offsets.append(offset)
         self._positions.append(position)
         self._ends.append(end)
+        self._bases.append(base)
         self._pending += _OFFSET_ENTRY.pack(offset - self.base_offset, position)
 
     def scan_start(self, offset: int) -> int:
@@ -132,6 +137,20 @@ class OffsetIndex(_IndexFile):
         if self._offsets[i] < offset and self._ends[i] >= 0:
             return self._ends[i]  # the indexed batch ends before ``offset``: skip it
         return self._positions[i]
+
+    def known_batch(self, offset: int) -> tuple[int, int, int] | None:
+        """(base offset, position, size) of the first batch whose last offset is >=
+        ``offset`` when the index alone tells: that batch is indexed, with its base offset
+        and end known (a batch this process appended), and holds ``offset`` (so no
+        unindexed batch before it can). None means: scan the file."""
+        i = bisect_right(self._offsets, offset - 1)
+        if i >= len(self._offsets):
+            return None
+        base, end = self._bases[i], self._ends[i]
+        if base < 0 or end < 0 or base > offset:
+            return None
+        position = self._positions[i]
+        return base, position, end - position
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """The last entry at or before ``offset``: where a forward scan for it may begin."""
@@ -154,6 +173,7 @@ class OffsetIndex(_IndexFile):
         del self._offsets[keep:]
         del self._positions[keep:]
         del self._ends[keep:]
+        del self._bases[keep:]
         self._rewrite(
             b"".join(
                 _OFFSET_ENTRY.pack(o - self.base_offset, p)

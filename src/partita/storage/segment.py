@@ -286,7 +286,7 @@ class LogSegment:
 
     def _add_index_entry(self, info: BatchInfo, position: int) -> None:
         offset_index, time_index = self.offset_index, self.time_index
-        offset_index.append(info.last_offset, position, position + info.size)
+        offset_index.append(info.last_offset, position, position + info.size, info.base_offset)
         time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
         self.bytes_since_last_index_entry = 0
         self.indexes_full = offset_index.is_full or time_index.is_full
@@ -351,18 +351,26 @@ class LogSegment:
     def read(
         self, start_offset: int, max_bytes: int, max_position: int, *, min_one_batch: bool
     ) -> FileRegion | None:
-        found = self.translate_offset(start_offset)
-        if found is None:
-            return None
-        header, position = found
+        # Batches of index.interval.bytes or more are all indexed: for them the index
+        # knows where the batch starts and how long it is, and a fetch skips reading its
+        # header (a cold read of its own on a fetch of big batches).
+        known = self.offset_index.known_batch(start_offset)
+        if known is not None:
+            base_offset, position, batch_size = known
+        else:
+            found = self.translate_offset(start_offset)
+            if found is None:
+                return None
+            header, position = found
+            base_offset, batch_size = header.base_offset, header.size
         available = min(max_position, self.size) - position
         if available <= 0:
             return None
-        wanted = max(max_bytes, header.size) if min_one_batch else max_bytes
+        wanted = max(max_bytes, batch_size) if min_one_batch else max_bytes
         length = min(available, wanted)
         if length <= 0:
             return None
-        return FileRegion(self.fd, position, length, header.base_offset)
+        return FileRegion(self.fd, position, length, base_offset)
 
     def read_batch(self, position: int, size: int) -> bytes:
         data = os.pread(self.fd, size, position)
@@ -409,7 +417,7 @@ class LogSegment:
             if header.max_timestamp > max_ts:
                 max_ts, offset_of_max = header.max_timestamp, header.last_offset
             if since_last > self.index_interval_bytes:
-                offset_index.append(header.last_offset, pos, pos + header.size)
+                offset_index.append(header.last_offset, pos, pos + header.size, header.base_offset)
                 time_index.maybe_append(max_ts, offset_of_max)
                 since_last = 0
             since_last += header.size
