@@ -91,8 +91,8 @@ class OffsetIndex(_IndexFile):
         # In memory only: where the indexed batch ends (-1 if unknown, e.g. after a load).
         # It lets a lookup for the next batch skip the indexed one without reading it.
         self._ends = array("q")
-        # In memory only: the indexed batch's base offset (-1 if unknown). With its end,
-        # a fetch that starts inside the batch needs no read to find it.
+        # In memory only: the indexed batch's base offset (-1 if unknown, as ends are).
+        # With its end, a fetch that starts inside the batch needs no read to find it.
         self._bases = array("q")
 
     def __len__(self) -> int:
@@ -141,8 +141,9 @@ class OffsetIndex(_IndexFile):
     def known_batch(self, offset: int) -> tuple[int, int, int] | None:
         """(base offset, position, size) of the first batch whose last offset is >=
         ``offset`` when the index alone tells: that batch is indexed, with its base offset
-        and end known (a batch this process appended), and holds ``offset`` (so no
-        unindexed batch before it can). None means: scan the file."""
+        and end known (entries added by an append or an index rebuild, not loaded from the
+        file), and does not start after ``offset`` (so no unindexed batch before it can
+        hold it). None means: scan the file."""
         i = bisect_right(self._offsets, offset - 1)
         if i >= len(self._offsets):
             return None
