@@ -272,6 +272,15 @@ def test_follower_append_keeps_offsets(open_manager: OpenManager) -> None:
         follower.append_as_follower(data)  # offsets below the LEO
 
 
+def test_follower_refuses_a_batch_that_ends_before_it_starts(open_manager: OpenManager) -> None:
+    follower = open_manager().get_or_create("t", 0)
+    # Absolute record offsets below the base give a negative lastOffsetDelta (CRC intact).
+    batch = build_batch([Record(0, 1_000, None, b"v")], base_offset=6)
+    with pytest.raises(InvalidRecordError):
+        follower.append_as_follower(batch)
+    assert follower.log_end_offset == 0
+
+
 def test_flush_messages_moves_the_recovery_point(open_manager: OpenManager) -> None:
     log = open_manager(LogConfig(flush_messages=5)).get_or_create("t", 0)
     log.append_as_leader(make_batch(3), 0)

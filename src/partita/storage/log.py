@@ -253,6 +253,12 @@ class PartitionLog:
                         f"{self.name}: replicated batch at offset {header.base_offset} is below "
                         f"the log end offset {expected}"
                     )
+                if header.last_offset < header.base_offset:
+                    # The log end offset would move back: offsets must only grow.
+                    raise InvalidRecordError(
+                        f"{self.name}: replicated batch at offset {header.base_offset} ends "
+                        f"before it starts (last offset {header.last_offset})"
+                    )
                 infos.append(
                     BatchInfo(
                         header.base_offset,
