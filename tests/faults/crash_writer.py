@@ -1,14 +1,13 @@
 """A writer process for the crash tests: appends verifiable batches until it is killed.
 
-    python -m tests.faults.crash_writer DATA_DIR SEED EPOCH FLUSH_MESSAGES SEGMENT_BYTES [0|1]
+    python -m tests.faults.crash_writer DATA_DIR SEED EPOCH FLUSH_MESSAGES SEGMENT_BYTES
 
-The last argument turns ``preallocate`` on. Opens the data directory with a LogManager
-(recovering it if needed), prints ``READY <log end offset>``, then appends batches
-forever, printing the last offset of each append as soon as append_as_leader returns
-(the offset is then "acknowledged"). Batches are built in bursts ahead of their
-appends, with the offsets they will get. Now and then it checkpoints the recovery points
-and moves to a new leader epoch. It gives up on its own after a deadline so a lost
-parent cannot leave it running.
+Opens the data directory with a LogManager (recovering it if needed), prints
+``READY <log end offset>``, then appends batches forever, printing the last offset of
+each append as soon as append_as_leader returns (the offset is then "acknowledged").
+Batches are built in bursts ahead of their appends, with the offsets they will get.
+Now and then it checkpoints the recovery points and moves to a new leader epoch.
+It gives up on its own after a deadline so a lost parent cannot leave it running.
 """
 
 from __future__ import annotations
@@ -28,10 +27,7 @@ DEADLINE_S = 60.0
 def main(argv: list[str]) -> int:
     data_dir = Path(argv[0])
     seed, epoch, flush_messages, segment_bytes = (int(a) for a in argv[1:5])
-    preallocate = len(argv) > 5 and argv[5] == "1"
-    config = LogConfig(
-        segment_bytes=segment_bytes, flush_messages=flush_messages, preallocate=preallocate
-    )
+    config = LogConfig(segment_bytes=segment_bytes, flush_messages=flush_messages)
     manager = open_manager(data_dir, config)
     partition_log = manager.get_or_create(TOPIC, 0)
     out = sys.stdout

@@ -235,11 +235,6 @@ def check_loaded_indexes(partition_log: PartitionLog) -> None:
     next_base = None
     for segment in partition_log.segments:
         data = segment.log_path.read_bytes()
-        if segment is partition_log.active_segment and partition_log.config.preallocate:
-            # The space reserved ahead of appends: zeros, cut at roll, close or recovery.
-            reserved = data[segment.size :]
-            assert not reserved.strip(b"\0"), f"{segment.log_path.name}: data past the log"
-            data = data[: segment.size]
         assert len(data) == segment.size, (
             f"{segment.log_path.name}: file has {len(data)} bytes, segment says {segment.size}"
         )

@@ -54,7 +54,6 @@ def run_writer_and_kill(
     flush_messages: int,
     delay_s: float,
     after_acks: int | None = None,
-    preallocate: bool = False,
 ) -> CrashRun:
     """Start the writer, wait until it is appending, and SIGKILL it ``delay_s`` later,
     or, with ``after_acks``, as soon as that many appends have been acknowledged (the
@@ -70,7 +69,6 @@ def run_writer_and_kill(
         str(epoch),
         str(flush_messages),
         str(SEGMENT_BYTES),
-        "1" if preallocate else "0",
     ]
     lines: queue.Queue[str | None] = queue.Queue()
     with open(stderr_path, "w") as stderr:
@@ -130,14 +128,10 @@ def recover_and_check(
     return manager, contents
 
 
-def crash_then_recover_twice(
-    tmp_path: Path, seed: int, flush_messages: int, *, preallocate: bool = False
-) -> None:
+def crash_then_recover_twice(tmp_path: Path, seed: int, flush_messages: int) -> None:
     rng = random.Random(seed)
     data_dir = tmp_path / "data"
-    config = LogConfig(
-        segment_bytes=SEGMENT_BYTES, flush_messages=flush_messages, preallocate=preallocate
-    )
+    config = LogConfig(segment_bytes=SEGMENT_BYTES, flush_messages=flush_messages)
     # Half the rounds kill after a random delay, half right after a random number of acks.
     run = run_writer_and_kill(
         data_dir,
@@ -146,13 +140,8 @@ def crash_then_recover_twice(
         flush_messages=flush_messages,
         delay_s=rng.uniform(0.05, 1.0),
         after_acks=rng.randint(1, 400) if seed % 2 else None,
-        preallocate=preallocate,
     )
     assert run.ready_leo == 0
-    if preallocate:
-        # The kill left the reserved space behind: whole pages, zeros past the data.
-        active = sorted((data_dir / f"{TOPIC}-0").glob("*.log"))[-1].read_bytes()
-        assert len(active) % 4096 == 0 and not active[-4096:].strip(b"\0")
 
     manager, contents = recover_and_check(data_dir, config, run.acked)
     partition_log = manager.get(TOPIC, 0)
@@ -187,15 +176,6 @@ def test_sigkill_loses_no_acknowledged_offset(tmp_path: Path, seed: int) -> None
 @pytest.mark.parametrize("seed", [100, 101, 102])
 def test_sigkill_with_flush_every_message(tmp_path: Path, seed: int) -> None:
     crash_then_recover_twice(tmp_path, seed, 1)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("seed", [200, 201, 202, 203])
-def test_sigkill_with_preallocate(tmp_path: Path, seed: int) -> None:
-    """Appends copied into a map of reserved space: the kill leaves the reserved zeros
-    (and perhaps a half-copied batch) after the last batch; recovery must keep every
-    acknowledged offset and cut the rest."""
-    crash_then_recover_twice(tmp_path, seed, LONG_MAX, preallocate=True)
 
 
 @pytest.mark.slow

@@ -81,14 +81,10 @@ def assert_files_match_accounting(partition_log: PartitionLog) -> None:
         )
 
 
-@pytest.mark.parametrize("preallocate", [False, True], ids=["write", "preallocate"])
-def test_append_on_a_full_disk_fails_cleanly_and_recovers(tmpfs: Path, preallocate: bool) -> None:
-    """With ``preallocate`` the disk fills as far: when a whole window cannot be
-    reserved, just the append's own space is."""
+def test_append_on_a_full_disk_fails_cleanly_and_recovers(tmpfs: Path) -> None:
     rng = random.Random(11)
     data_dir = tmpfs / "data"
-    config = replace(CONFIG, preallocate=preallocate)
-    manager = open_manager(data_dir, config)
+    manager = open_manager(data_dir, CONFIG)
     try:
         other = manager.get_or_create(TOPIC, 1)
         other_acked = fill(other, 20, rng, max_bytes=8000)
@@ -135,7 +131,7 @@ def test_append_on_a_full_disk_fails_cleanly_and_recovers(tmpfs: Path, prealloca
         with contextlib.suppress(Exception):
             manager.shutdown()
 
-    manager = open_manager(data_dir, config)
+    manager = open_manager(data_dir, CONFIG)
     assert manager.loaded_cleanly and manager.offline == {}
     check_contents(manager.get(TOPIC, 0), acked + more)
     check_contents(manager.get(TOPIC, 1), other_acked + other_more)

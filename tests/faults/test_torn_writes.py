@@ -129,13 +129,8 @@ def test_damaged_tail_is_cut_and_quarantined(tmp_path: Path, tail: str, marker: 
     assert active.stat().st_size == cut_at
     assert active.read_bytes() == clean_bytes + valid
     quarantined = sorted(partition_dir.glob("*.corrupt"))
-    if damaged.strip(b"\0"):
-        assert [p.name for p in quarantined] == [f"{active.name}.{cut_at}.corrupt"]
-        assert quarantined[0].read_bytes() == damaged
-    else:
-        # Nothing but zeros holds no data to keep: what a crash leaves of the space
-        # preallocate reserved, or a block the file system never wrote.
-        assert quarantined == []
+    assert [p.name for p in quarantined] == [f"{active.name}.{cut_at}.corrupt"]
+    assert quarantined[0].read_bytes() == damaged
 
     # Appending carries on right after the last valid batch, and survives a clean restart.
     more = fill(partition_log, 5, random.Random(1), epoch=EPOCH + 1, max_bytes=6000)

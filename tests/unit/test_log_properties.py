@@ -1,13 +1,10 @@
 """Property-based test: random appends, rolls, retention, truncation and crashes keep
-the partition log's invariants, checked against a plain in-memory model; once with plain
-writes and once with ``preallocate`` (appends through a map of reserved space)."""
+the partition log's invariants, checked against a plain in-memory model."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 from hypothesis import HealthCheck, settings
@@ -34,8 +31,6 @@ CONFIG = LogConfig(
 class PartitionLogMachine(RuleBasedStateMachine):
     """Model: offset -> (batch base offset, value) for every record still in the log."""
 
-    config = CONFIG
-
     def __init__(self) -> None:
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="partita-prop-"))
@@ -50,7 +45,7 @@ class PartitionLogMachine(RuleBasedStateMachine):
         self._open()
 
     def _open(self) -> None:
-        self.manager = LogManager(self.tmp, lambda _t: self.config, clock=self.clock)
+        self.manager = LogManager(self.tmp, lambda _t: CONFIG, clock=self.clock)
         self.manager.startup()
         assert not self.manager.offline
 
@@ -98,7 +93,7 @@ class PartitionLogMachine(RuleBasedStateMachine):
     @rule()
     def retention(self) -> None:
         self.log.enforce_retention()
-        assert self.log.size_bytes <= self.config.retention_bytes + self.config.segment_bytes
+        assert self.log.size_bytes <= CONFIG.retention_bytes + CONFIG.segment_bytes
         self._forget_below(self.log.log_start_offset)
 
     @precondition(lambda self: bool(self.batch_bases))
@@ -130,24 +125,11 @@ class PartitionLogMachine(RuleBasedStateMachine):
         """Stop without a clean shutdown, optionally leaving a torn write at the end."""
         assert self.manager is not None
         self.manager.checkpoint()
-        active = self.log.active_segment
-        end = active.size
-        if self.config.preallocate:
-            # A kill leaves the reserved space in place, and a torn copy lands at the
-            # log's end, over the zeros.
-            for partition_log in self.manager:
-                for segment in partition_log.segments:
-                    segment.close_file()
-            fd = os.open(active.log_path, os.O_WRONLY)
-            try:
-                os.pwrite(fd, torn, end)
-            finally:
-                os.close(fd)
-        else:
-            for partition_log in self.manager:
-                partition_log.close()
-            with open(active.log_path, "ab") as f:
-                f.write(torn)
+        active = self.log.active_segment.log_path
+        for partition_log in self.manager:
+            partition_log.close()
+        with open(active, "ab") as f:
+            f.write(torn)
         self._open()
 
     @rule()
@@ -202,16 +184,3 @@ PartitionLogMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestPartitionLog = PartitionLogMachine.TestCase
-
-
-class PreallocatedPartitionLogMachine(PartitionLogMachine):
-    config = replace(CONFIG, preallocate=True)
-
-
-PreallocatedPartitionLogMachine.TestCase.settings = settings(
-    max_examples=40,
-    stateful_step_count=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-TestPreallocatedPartitionLog = PreallocatedPartitionLogMachine.TestCase

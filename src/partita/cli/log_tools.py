@@ -108,10 +108,6 @@ def dump(
     if records:
         console.print(record_table)
     console.print(f"{batches} batches, {pos} of {len(data)} bytes")
-    if pos < len(data) and not limit and not data[pos:].lstrip(b"\0"):
-        # A broker with preallocate=true is writing this segment: reserved space, no data.
-        console.print(f"{len(data) - pos} bytes of preallocated space (zeros) follow")
-        return
     if problem or (pos < len(data) and not limit):
         raise _fail(problem or f"{len(data) - pos} trailing bytes are not a whole batch")
 

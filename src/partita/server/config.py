@@ -32,7 +32,6 @@ BROKER_TO_TOPIC: dict[str, str] = {
     "min.insync.replicas": "min.insync.replicas",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
     "compression.type": "compression.type",
-    "log.preallocate": "preallocate",
 }
 
 # Kafka also accepts coarser units for some settings; the finest one given wins.

@@ -33,7 +33,6 @@ _KNOWN: dict[str, str] = {
     "min.insync.replicas": "int",
     "unclean.leader.election.enable": "bool",
     "compression.type": "compression",
-    "preallocate": "bool",
 }
 
 _MINIMUMS: dict[str, int] = {
@@ -77,10 +76,6 @@ class LogConfig:
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
     compression_type: str = "producer"
-    # Off, as in Kafka. On: the active segment reserves disk space ahead and appends copy
-    # into a shared map of it (storage/mapped_tail.py), which is much cheaper than a
-    # write call per batch for small batches.
-    preallocate: bool = False
 
     @property
     def compact(self) -> bool:

@@ -152,15 +152,6 @@ def _recover(
         result = segment.recover(expected)
         epochs.extend(result.epochs)
         expected = segment.next_offset
-        if result.reserved_bytes:
-            log.info(
-                "cut the space preallocate had reserved after the last batch",
-                extra={
-                    "partition": name,
-                    "segment": segment.log_path.name,
-                    "reserved_bytes": result.reserved_bytes,
-                },
-            )
         if result.truncated_bytes:
             log.warning(
                 "truncated an invalid log tail during recovery; the cut bytes are kept in a "

@@ -112,7 +112,6 @@ class PartitionLog:
         self.epochs = epochs
         self._segments = segments
         self._base_offsets = [s.base_offset for s in segments]
-        segments[-1].preallocate = config.preallocate
         self._lock = threading.RLock()
         self.log_start_offset = max(log_start_offset, segments[0].base_offset)
         self.recovery_point = min(recovery_point, self.log_end_offset)
@@ -448,7 +447,6 @@ class PartitionLog:
             )
         except OSError as exc:
             raise KafkaStorageError(f"{self.name}: cannot roll a new segment: {exc}") from exc
-        segment.preallocate = self.config.preallocate
         self.recovery_point = max(self.recovery_point, old.next_offset)
         self._segments.append(segment)
         self._base_offsets.append(base_offset)
@@ -749,7 +747,6 @@ class PartitionLog:
                 max_index_entries=max(1, self.config.segment_index_bytes // 8),
                 created_ms=self.clock(),
             )
-            segment.preallocate = self.config.preallocate
             self._segments = [segment]
             self._base_offsets = [offset]
             self.log_start_offset = offset
@@ -818,17 +815,6 @@ class PartitionLog:
             self.config = config
             for segment in self._segments:
                 segment.index_interval_bytes = config.index_interval_bytes
-            active = self.active_segment
-            active.preallocate = config.preallocate
-            if not config.preallocate:
-                try:
-                    active.release_tail()
-                except OSError as exc:
-                    # The next append tries again (a plain write releases it first).
-                    log.warning(
-                        "cannot give back preallocated space",
-                        extra={"partition": self.name, "error": str(exc)},
-                    )
 
     def swap_segment(self, old: LogSegment, swap_path: Path) -> None:
         """Replace a closed segment's file by a compacted copy with the same base offset.

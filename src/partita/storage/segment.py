@@ -19,7 +19,6 @@ from partita.protocol.record_batch import HEADER_SIZE, BatchHeader, check_crc, r
 from partita.protocol.records import decode_records
 from partita.storage.file_region import FileRegion
 from partita.storage.indexes import IndexCorruptError, OffsetIndex, TimeIndex
-from partita.storage.mapped_tail import MappedTail
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -59,8 +58,6 @@ class RecoveryResult:
     batches: int
     epochs: list[tuple[int, int]]  # (leader epoch, first offset) as found in the batches
     error: str | None
-    # Zeros after the last batch: space a preallocating append reserved, cut silently.
-    reserved_bytes: int = 0
 
 
 class LogSegment:
@@ -92,9 +89,6 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self.indexes_full = False
         self.unflushed = False
-        # Topic config ``preallocate``: appends go through a MappedTail instead of writev.
-        self.preallocate = False
-        self._tail: MappedTail | None = None
 
     # -- opening -----------------------------------------------------------------
 
@@ -269,21 +263,10 @@ class LogSegment:
             total += info.size
         fd = self.fd
         try:
-            if self.preallocate:
-                if self._tail is None:
-                    self._tail = MappedTail(fd)
-                self._tail.write(buffers, self.size, total)
-            else:
-                if self._tail is not None:
-                    self.release_tail()
-                _write_vectors(fd, buffers, total)
+            _write_vectors(fd, buffers, total)
         except OSError:
             try:
-                tail, self._tail = self._tail, None
-                if tail is not None:
-                    tail.release(self.size)  # unmaps, then cuts the file back
-                else:
-                    os.ftruncate(fd, self.size)
+                os.ftruncate(fd, self.size)
             finally:
                 raise
         position = self.size
@@ -301,15 +284,6 @@ class LogSegment:
         self.next_offset = infos[-1].last_offset + 1
         self.unflushed = True
 
-    def release_tail(self) -> None:
-        """Give back the space a preallocating append reserved past the log's end.
-
-        The tail is forgotten only once the file is cut: until then no plain write may
-        land after the reserved zeros."""
-        if self._tail is not None:
-            self._tail.release(self.size)
-            self._tail = None
-
     def _add_index_entry(self, info: BatchInfo, position: int) -> None:
         offset_index, time_index = self.offset_index, self.time_index
         offset_index.append(info.last_offset, position, position + info.size, info.base_offset)
@@ -318,9 +292,7 @@ class LogSegment:
         self.indexes_full = offset_index.is_full or time_index.is_full
 
     def on_become_inactive(self) -> None:
-        """Record the final max timestamp in the time index, as Kafka does on roll, and
-        cut the file to its contents."""
-        self.release_tail()
+        """Record the final max timestamp in the time index, as Kafka does on roll."""
         if self.max_timestamp_so_far >= 0:
             self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
         self.time_index.flush()
@@ -526,29 +498,13 @@ class LogSegment:
             pos += header.size
             batches += 1
         truncated = size - pos
-        reserved = 0
-        if truncated and self._only_zeros(pos, size):
-            reserved, truncated, error = truncated, 0, None
-        elif truncated:
+        if truncated:
             self._quarantine(pos, size)
-        if reserved or truncated:
             os.ftruncate(self.fd, pos)
         offset_index.flush()
         time_index.flush()
         self.size = pos
-        return RecoveryResult(pos, truncated, batches, epochs, error, reserved)
-
-    def _only_zeros(self, start: int, end: int) -> bool:
-        """Whether the file holds nothing but zero bytes from ``start`` to ``end``: what a
-        crash leaves of the space ``preallocate`` reserved. No batch starts with a zero
-        length, so such a tail holds no data, not even part of a batch."""
-        pos = start
-        while pos < end:
-            chunk = os.pread(self.fd, min(_RECOVERY_WINDOW, end - pos), pos)
-            if not chunk or chunk.lstrip(b"\0"):
-                return False
-            pos += len(chunk)
-        return True
+        return RecoveryResult(pos, truncated, batches, epochs, error)
 
     def _account(self, info: BatchInfo, position: int) -> None:
         if info.max_timestamp > self.max_timestamp_so_far:
@@ -584,7 +540,6 @@ class LogSegment:
             return 0
         _, position = found
         removed = self.size - position
-        self.release_tail()
         os.ftruncate(self.fd, position)
         self.size = position
         self.offset_index.truncate_to(offset)
@@ -603,7 +558,6 @@ class LogSegment:
         """Write pending index entries and close; the descriptor is closed even if the
         index write fails (indexes are rebuilt from the log when needed)."""
         try:
-            self.release_tail()
             if self._offset_index is not None:
                 self._offset_index.flush()
             if self._time_index is not None:
@@ -613,9 +567,6 @@ class LogSegment:
 
     def close_file(self) -> None:
         """Close the descriptor only; the files on disk belong to someone else now."""
-        tail, self._tail = self._tail, None
-        if tail is not None:
-            tail.close()  # the file is not ours to cut any more
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
