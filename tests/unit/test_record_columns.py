@@ -128,6 +128,16 @@ GOOD = b"\x00\x00\x00\x01\x02v\x00"
         ),
         # Two headers announced, none there: the walk runs out of the record.
         pytest.param(_record(GOOD[:-1] + b"\x04"), 1, "runs past the end", id="headers"),
+        # The header count's varint goes on past the record (and past the fetched bytes:
+        # the record is the last thing in them); a two-byte read must not take a byte
+        # from beyond either end.
+        pytest.param(_record(GOOD[:-1] + b"\x80"), 1, "runs past the end", id="split-end"),
+        pytest.param(
+            _record(GOOD[:-1] + b"\x80") + _record(GOOD),
+            2,
+            "runs past the end",
+            id="split-varint",
+        ),
         # A key of length 100 inside a 7-byte record.
         pytest.param(
             _record(b"\x00\x00\x00\xc8\x01" + GOOD[4:]), 1, "runs past the end", id="key-size"
