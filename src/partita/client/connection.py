@@ -115,7 +115,10 @@ class BrokerConnection:
         self.port = port
         self.client_id = client_id
         self._protocol: ResponseFrames | None = None
-        self._pending: deque[tuple[int, Any, asyncio.Future[Any]]] = deque()
+        # (correlation id, request, its future, a decoder of the response body or None)
+        self._pending: deque[
+            tuple[int, Any, asyncio.Future[Any], Callable[[memoryview], Any] | None]
+        ] = deque()
         self._next_correlation = 1
         self.closed = False
 
@@ -128,14 +131,28 @@ class BrokerConnection:
         self._protocol = protocol
         protocol.lost.add_done_callback(self._on_lost)
 
-    async def request(self, message: Any, *, expect_response: bool = True) -> Any:
+    async def request(
+        self,
+        message: Any,
+        *,
+        expect_response: bool = True,
+        decoder: Callable[[memoryview], Any] | None = None,
+    ) -> Any:
         """Send ``message`` (its version already set) and await its response."""
-        future = self.send(message, expect_response=expect_response)
+        future = self.send(message, expect_response=expect_response, decoder=decoder)
         return await self.response(future)
 
-    def send(self, message: Any, *, expect_response: bool = True) -> asyncio.Future[Any] | None:
+    def send(
+        self,
+        message: Any,
+        *,
+        expect_response: bool = True,
+        decoder: Callable[[memoryview], Any] | None = None,
+    ) -> asyncio.Future[Any] | None:
         """Write ``message`` now, so that requests leave in the order of these calls; the
-        future (None when no response is expected) is for ``response``."""
+        future (None when no response is expected) is for ``response``. ``decoder``, when
+        given, reads the response body instead of kafka-python's class for the request
+        (``decode_fetch_response_v11``: records stay views of the frame)."""
         protocol = self._protocol
         if self.closed or protocol is None or protocol.transport is None:
             raise ConnectionLostError(f"connection to {self.host}:{self.port} is closed")
@@ -148,7 +165,7 @@ class BrokerConnection:
             future = asyncio.get_running_loop().create_future()
             # Whoever waits sees the failure; if the write fails first, nobody will wait.
             future.add_done_callback(_retrieve_exception)
-            self._pending.append((correlation, message, future))
+            self._pending.append((correlation, message, future, decoder))
         protocol.transport.write(frame)
         return future
 
@@ -172,7 +189,7 @@ class BrokerConnection:
         if not self._pending:
             return
         (got,) = struct.unpack_from(">i", frame, 0)
-        correlation, message, future = self._pending[0]
+        correlation, message, future, decoder = self._pending[0]
         if got != correlation:
             error = ConnectionLostError(f"correlation id {got}, expected {correlation}")
             self._fail_all(error)
@@ -186,8 +203,11 @@ class BrokerConnection:
             cls = response_class_for_key(message.API_KEY)
             version = message.API_VERSION
             start = _response_body_start(frame, message.API_KEY, cls.flexible_version_q(version))
-            # Decoded without kafka-python's header path, which copies the whole frame.
-            future.set_result(cls.decode(frame[start:], version=version))
+            if decoder is not None:
+                future.set_result(decoder(frame[start:]))
+            else:
+                # Decoded without kafka-python's header path, which copies the whole frame.
+                future.set_result(cls.decode(frame[start:], version=version))
         except Exception as exc:  # an undecodable answer fails that request
             future.set_exception(exc)
 
@@ -198,7 +218,7 @@ class BrokerConnection:
     def _fail_all(self, error: Exception) -> None:
         self.closed = True
         while self._pending:
-            _c, _r, future = self._pending.popleft()
+            _c, _r, future, _d = self._pending.popleft()
             if not future.done():
                 future.set_exception(error)
 

@@ -22,6 +22,7 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from partita.client.cluster import Cluster
 from partita.client.group_member import GroupMember, RebalanceListener
 from partita.errors import KafkaError, OffsetOutOfRangeError
+from partita.protocol.fetch_response import decode_fetch_response_v11
 from partita.protocol.record_columns import Columns, decode_columns, end_of_whole_batches
 
 TopicPartition = tuple[str, int]
@@ -486,7 +487,7 @@ class AsyncConsumer:
 
     async def _fetch_from(
         self, leader: int, partitions: list[TopicPartition], wait: float
-    ) -> list[tuple[TopicPartition, _PartitionState, int, bytes]]:
+    ) -> list[tuple[TopicPartition, _PartitionState, int, bytes | memoryview]]:
         """Fetch from one leader; moves each position past the whole batches that arrived
         and returns them, still undecoded, with the position they start from."""
         request = fetch_request(
@@ -500,8 +501,8 @@ class AsyncConsumer:
         )
         epochs = {tp: self._partitions[tp].epoch for tp in partitions}
         connection = await self.cluster.connection(leader)
-        response = await connection.request(request)
-        arrived: list[tuple[TopicPartition, _PartitionState, int, bytes]] = []
+        response = await connection.request(request, decoder=decode_fetch_response_v11)
+        arrived: list[tuple[TopicPartition, _PartitionState, int, bytes | memoryview]] = []
         for topic in response.responses:
             for p in topic.partitions:
                 tp = (topic.topic, p.partition_index)
@@ -524,7 +525,7 @@ class AsyncConsumer:
         return arrived
 
     def _absorb(
-        self, tp: TopicPartition, state: _PartitionState, position: int, data: bytes
+        self, tp: TopicPartition, state: _PartitionState, position: int, data: bytes | memoryview
     ) -> None:
         try:
             fetched = self._decode(tp, state, data, position)
@@ -538,7 +539,7 @@ class AsyncConsumer:
             self._chunks.append(_Chunk(tp, fetched))
 
     def _decode(
-        self, tp: TopicPartition, state: _PartitionState, data: bytes, position: int
+        self, tp: TopicPartition, state: _PartitionState, data: bytes | memoryview, position: int
     ) -> list[ConsumerRecord]:
         columns, _next_offset = decode_columns(
             data, position, _NO_END, self.check_crcs, with_headers=True

@@ -1,9 +1,12 @@
-"""A hand-written FetchResponse encoder (v4-v16).
+"""FetchResponse by hand: the broker's encoder (v4-v16) and the clients' v11 decoder.
 
 Fetch is the hottest path of a broker: record bytes go from the segment file into the
 response as they are. Building kafka-python objects for it would copy every record
 set twice; this encoder writes the few fixed fields around the records itself and
-returns the frame as a list of chunks for ``transport.writelines``.
+returns the frame as a list of chunks for ``transport.writelines``. On the client side
+the same holds in reverse: kafka-python's decoder copies each partition's records out of
+the frame (megabytes a fetch, into fresh memory); ``decode_fetch_response_v11`` hands
+them out as views of the frame instead.
 
 Layouts (Kafka's FetchResponse.json): v4-v11 use int32 array and record lengths and int16
 strings; v12+ are "flexible": unsigned varint lengths +1, and a tagged-field section after
@@ -16,6 +19,7 @@ import struct
 import uuid
 from dataclasses import dataclass
 
+from partita.errors import CorruptRecordError
 from partita.storage.file_region import FileRegion
 
 _I16 = struct.Struct(">h")
@@ -126,3 +130,95 @@ def encode_fetch_response(
     if flexible:
         chunks.append(b"\x00")  # response tagged fields (NodeEndpoints only when non-empty)
     return chunks
+
+
+# -- decoding (clients; the session-less v11 fetches partita's consumers send) ---------
+
+
+@dataclass(slots=True)
+class FetchedPartition:
+    """One partition of a fetch response, named as kafka-python names the fields."""
+
+    partition_index: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted_transactions: list[tuple[int, int]] | None  # (producer id, first offset)
+    preferred_read_replica: int
+    records: memoryview | None  # a view of the response frame: nothing copied
+
+
+@dataclass(slots=True)
+class FetchedTopic:
+    topic: str
+    partitions: list[FetchedPartition]
+
+
+@dataclass(slots=True)
+class FetchedResponse:
+    throttle_time_ms: int
+    error_code: int
+    session_id: int
+    responses: list[FetchedTopic]
+
+
+_ABORTED = struct.Struct(">qq")
+
+
+class _Reader:
+    """Fields read off a response body in order; any overrun is a corrupt response."""
+
+    __slots__ = ("body", "pos")
+
+    def __init__(self, body: memoryview) -> None:
+        self.body = body
+        self.pos = 0
+
+    def unpack(self, layout: struct.Struct) -> tuple[int, ...]:
+        if self.pos + layout.size > len(self.body):
+            raise CorruptRecordError(f"fetch response ends inside a field at {self.pos}")
+        values = layout.unpack_from(self.body, self.pos)
+        self.pos += layout.size
+        return values
+
+    def count(self) -> int:
+        (n,) = self.unpack(_I32)
+        return n
+
+    def take(self, n: int) -> memoryview:
+        if n < 0 or self.pos + n > len(self.body):
+            raise CorruptRecordError(f"fetch response: {n} bytes at {self.pos} run past its end")
+        view = self.body[self.pos : self.pos + n]
+        self.pos += n
+        return view
+
+
+def decode_fetch_response_v11(body: memoryview) -> FetchedResponse:
+    """A FetchResponse v11 body (after the correlation id); records stay views of it."""
+    reader = _Reader(body)
+    throttle, error, session = reader.unpack(_HEAD_V7)
+    topics: list[FetchedTopic] = []
+    for _ in range(reader.count()):
+        (name_length,) = reader.unpack(_I16)
+        name = str(reader.take(name_length), "utf-8", "replace")
+        partitions: list[FetchedPartition] = []
+        for _ in range(reader.count()):
+            index, code, high_watermark, last_stable, log_start = reader.unpack(_PARTITION)
+            aborted: list[tuple[int, int]] | None = None
+            entries = reader.count()
+            if entries >= 0:
+                aborted = [
+                    (producer, first)
+                    for producer, first in (reader.unpack(_ABORTED) for _ in range(entries))
+                ]
+            (preferred,) = reader.unpack(_I32)
+            size = reader.count()
+            records = None if size == -1 else reader.take(size)
+            partitions.append(
+                FetchedPartition(
+                    index, code, high_watermark, last_stable, log_start, aborted, preferred, records
+                )
+            )
+        topics.append(FetchedTopic(name, partitions))
+    return FetchedResponse(throttle, error, session, topics)

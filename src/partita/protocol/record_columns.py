@@ -11,6 +11,7 @@ from Arrow's pool, whose pages are already mapped; fresh pages cost more than th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -26,7 +27,9 @@ from partita.protocol.record_batch import (
     check_crc,
     read_header,
 )
-from partita.protocol.record_scan import RecordFields, scan_headers, scan_records
+
+if TYPE_CHECKING:
+    from partita.protocol.record_scan import RecordFields
 
 
 @dataclass(slots=True)
@@ -73,13 +76,18 @@ def _cut(data: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
 
 
 def decode_columns(
-    data: bytes, start: int, end: int, check_crcs: bool = True, *, with_headers: bool = False
+    data: bytes | memoryview,
+    start: int,
+    end: int,
+    check_crcs: bool = True,
+    *,
+    with_headers: bool = False,
 ) -> tuple[Columns | None, int]:
     """Records of the whole batches in ``data`` whose offsets are in ``[start, end)``, and
     the offset where the next fetch continues; ``with_headers`` adds the headers column."""
     # Each batch's records as (bytes, start, end): uncompressed ones stay where they are
     # in ``data``; decompressed ones are new bytes.
-    bodies: list[tuple[bytes, int, int]] = []
+    bodies: list[tuple[bytes | memoryview, int, int]] = []
     counts: list[int] = []
     base_offsets: list[int] = []
     base_times: list[int] = []
@@ -121,6 +129,11 @@ def decode_columns(
         ranges = list(zip([0, *ends[:-1]], ends, strict=True))
     buf = np.frombuffer(joined, dtype=np.uint8)
     counts_array = np.array(counts, dtype=np.int64)
+    # Imported here, not above: numba and the compiled scans take 0.2-0.4 s to load, and
+    # processes that never decode (Spark's planning workers, admin commands) import this
+    # module for its batch-header helpers.
+    from partita.protocol.record_scan import scan_records  # noqa: PLC0415
+
     fields = scan_records(buf, np.array(ranges, dtype=np.int64).reshape(-1, 2), counts_array)
     offsets = np.repeat(np.array(base_offsets, dtype=np.int64), counts_array)
     offsets += fields.offset_deltas
@@ -157,6 +170,8 @@ HEADER_TYPE = pa.list_(
 
 
 def _headers_column(buf: np.ndarray, buffer: pa.Buffer, records: RecordFields) -> pa.ListArray:
+    from partita.protocol.record_scan import scan_headers  # noqa: PLC0415
+
     counts = records.header_counts
     found = scan_headers(buf, records.header_starts, records.ends, counts)
     names = _cut(buffer, found.name_starts, found.name_lengths)
@@ -175,7 +190,7 @@ def _headers_column(buf: np.ndarray, buffer: pa.Buffer, records: RecordFields) -
     return pa.ListArray.from_arrays(offsets, entries, type=HEADER_TYPE)
 
 
-def end_of_whole_batches(data: bytes, position: int) -> int:
+def end_of_whole_batches(data: bytes | memoryview, position: int) -> int:
     """The offset after the last complete batch of fetched bytes, from the batch headers
     alone: where the next fetch starts, known before anything is decoded."""
     view = memoryview(data)

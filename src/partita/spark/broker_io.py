@@ -18,6 +18,7 @@ import pyarrow as pa
 from partita.client.cluster import Cluster
 from partita.client.consumer import AsyncConsumer, fetch_request
 from partita.errors import KafkaError
+from partita.protocol.fetch_response import decode_fetch_response_v11
 from partita.protocol.record_columns import end_of_whole_batches
 from partita.spark.options import EARLIEST, LATEST, Subscription
 from partita.spark.planning import OffsetRange, Offsets, TopicPartition
@@ -113,7 +114,7 @@ def read_range(
     deadline = time.monotonic() + poll_timeout_ms / 1000
     # The fetch for the next position, sent before this response is decoded so that the
     # broker (another process, another core) works while this one does.
-    ahead: tuple[int, asyncio.Task[tuple[int, int, bytes]]] | None = None
+    ahead: tuple[int, asyncio.Task[tuple[int, int, bytes | memoryview]]] | None = None
     try:
         while position < end:
             if ahead is not None and ahead[0] == position:
@@ -166,7 +167,7 @@ def read_range(
         loop.close()
 
 
-async def _discard(task: asyncio.Task[tuple[int, int, bytes]]) -> None:
+async def _discard(task: asyncio.Task[tuple[int, int, bytes | memoryview]]) -> None:
     task.cancel()
     with contextlib.suppress(BaseException):
         await task
@@ -187,7 +188,11 @@ def _after_lost_data(
     return earliest if position < earliest else -1
 
 
-async def _fetch(cluster: Cluster, tp: TopicPartition, position: int) -> tuple[int, int, bytes]:
+async def _fetch(
+    cluster: Cluster, tp: TopicPartition, position: int
+) -> tuple[int, int, bytes | memoryview]:
+    """(error code, high watermark, records) of one fetch; the records are a view of the
+    response frame (decoded without a copy)."""
     info = await cluster.topic(tp[0], auto_create=False)
     leader = info.leaders.get(tp[1], -1)
     if leader < 0:
@@ -200,7 +205,7 @@ async def _fetch(cluster: Cluster, tp: TopicPartition, position: int) -> tuple[i
         partition_max_bytes=FETCH_MAX_BYTES,
     )
     connection = await cluster.connection(leader)
-    response = await connection.request(request)
+    response = await connection.request(request, decoder=decode_fetch_response_v11)
     for topic in response.responses:
         for p in topic.partitions:
             if p.partition_index == tp[1]:

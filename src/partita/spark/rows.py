@@ -79,7 +79,7 @@ class RowBuilder:
     def __len__(self) -> int:
         return self.rows
 
-    def add_record_set(self, data: bytes, start: int, end: int) -> int:
+    def add_record_set(self, data: bytes | memoryview, start: int, end: int) -> int:
         """Add every whole batch of a fetched record set; returns the next offset to fetch."""
         columns, next_offset = decode_columns(
             data, start, end, self.check_crcs, with_headers=self.include_headers

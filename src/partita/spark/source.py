@@ -55,7 +55,6 @@ from partita.spark.planning import (
     to_checkpoint,
 )
 from partita.spark.rows import kafka_schema
-from partita.spark.sink import PartitaStreamWriter, PartitaWriter
 
 log = logging.getLogger("partita.spark")
 
@@ -89,10 +88,16 @@ class PartitaDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return PartitaStreamReader(parse_source_options(self.options, streaming=True))
 
+    # The sink is imported when a query writes: it loads the compiled encoder (numba),
+    # which the workers that plan reads and read topics do not need.
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from partita.spark.sink import PartitaWriter  # noqa: PLC0415
+
         return PartitaWriter(parse_sink_options(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from partita.spark.sink import PartitaStreamWriter  # noqa: PLC0415
+
         return PartitaStreamWriter(parse_sink_options(self.options), schema)
 
 
