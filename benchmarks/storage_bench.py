@@ -6,8 +6,9 @@
 Everything runs in one fresh temporary directory (under var/bench, or under --dir) so
 that raw and partita figures come from the same filesystem in the same run:
 
-1. raw: write N MiB in 1 MiB chunks with os.write + fsync; read it back with 1 MiB
-   os.pread; send it to a loopback TCP socket with os.sendfile.
+1. raw: write N MiB in 1 MiB chunks with os.write + fsync; read partita's segment
+   files (the same bytes partita reads) with 1 MiB os.pread, and send them to a
+   loopback TCP socket with 1 MiB os.sendfile calls.
 2. partita appends: one valid batch per size, appended with append_as_leader until N MiB
    are written, then flush() (fsync); default LogConfig (1 GiB segments). Beside each,
    raw os.write in calls of the batch size (+ fsync): the ceiling that one write call per
@@ -15,10 +16,12 @@ that raw and partita figures come from the same filesystem in the same run:
 3. partita reads: PartitionLog.read() fetches of 1 MiB up to the LEO, consumed with
    FileRegion.read() (pread) and, separately, with os.sendfile to a loopback TCP socket.
 
-Every partita phase runs right beside the same raw phase (raw write and partita append;
-raw read and partita read; ...; which goes first alternates from pair to pair), and each
-"% raw" figure is the median over the rounds of these pairs' ratios: on a shared VM the
-disk's speed drifts by 2x within minutes, and pairs cancel the drift that a ratio of
+Every partita phase runs right beside the same raw phase (raw write and partita append,
+which goes first alternating from pair to pair; reads in both orders, raw, partita,
+partita, raw, after one untimed raw read, with geometric means, so that what one read
+leaves in the host's cache of the VM's disk favours neither side), and each "% raw"
+figure is the median over the rounds of these pairs' ratios: on a shared VM the disk's
+speed drifts by 2x within minutes, and pairs cancel the drift that a ratio of
 separate medians keeps. The whole sequence runs R times, rotating the batch sizes;
 absolute figures are medians of their rounds. Before every read pass the page cache is
 dropped (/proc/sys/vm/drop_caches, falling back to posix_fadvise DONTNEED per file) and
@@ -33,6 +36,7 @@ import contextlib
 import cProfile
 import ctypes
 import ctypes.util
+import math
 import mmap
 import os
 import pstats
@@ -462,6 +466,34 @@ def profiled(enabled: bool, title: str, console: Console) -> Iterator[None]:
         pstats.Stats(profiler, stream=sys.stdout).sort_stats("cumulative").print_stats(25)
 
 
+def sum_rates(rates: list[Rate]) -> Rate:
+    return Rate(
+        sum(r.nbytes for r in rates), sum(r.seconds for r in rates), sum(r.batches for r in rates)
+    )
+
+
+def geometric_mean(a: Rate, b: Rate) -> Rate:
+    """The rate whose seconds are the geometric mean of two passes over the same bytes."""
+    return Rate(a.nbytes, math.sqrt(a.seconds * b.seconds), a.batches)
+
+
+def both_orders(
+    raw_phase: Callable[[], Rate], partita_phase: Callable[[], Rate]
+) -> tuple[Rate, Rate]:
+    """Read the same bytes raw then partita, then partita then raw, and take geometric
+    means. A cold read on this VM is fast or slow by whether the host still caches the
+    disk's blocks, and a read leaves them cached for the next one: if the second reader
+    of a pair gains a factor g, the ratio of the first order is p*g/r and of the second
+    p/(r*g), and their geometric mean p/r has no g in it. One untimed raw read goes first,
+    so that the first timed read is not the only one to find the host's cache cold."""
+    raw_phase()
+    raw_first = raw_phase()
+    partita_second = partita_phase()
+    partita_first = partita_phase()
+    raw_second = raw_phase()
+    return geometric_mean(raw_first, raw_second), geometric_mean(partita_first, partita_second)
+
+
 def bench_pair(
     plog: PartitionLog,
     raw_path: Path,
@@ -501,10 +533,12 @@ def bench_pair(
     plog.update_high_watermark(plog.log_end_offset)
     segment_paths = [s.log_path for s in plog.segments]
 
+    # Raw reads read the segment files themselves, with plain 1 MiB calls: the same
+    # bytes, where the host's cache of the VM's disk is in the same state.
     def raw_phase(kind: str, run: Callable[[Path], Rate]) -> Callable[[], Rate]:
         def phase() -> Rate:
-            cache.prepare(f"{raw_path.stem} {kind}", [raw_path])
-            return run(raw_path)
+            cache.prepare(f"{plog.name} raw {kind}", segment_paths)
+            return sum_rates([run(path) for path in segment_paths])
 
         return phase
 
@@ -516,8 +550,8 @@ def bench_pair(
 
         return phase
 
-    raw_read, pread = both(raw_phase("pread", raw_pread), partita_phase("pread", read_pread))
-    raw_sent, sendfile = both(
+    raw_read, pread = both_orders(raw_phase("pread", raw_pread), partita_phase("pread", read_pread))
+    raw_sent, sendfile = both_orders(
         raw_phase("sendfile", raw_sendfile), partita_phase("sendfile", read_sendfile)
     )
 
