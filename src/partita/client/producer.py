@@ -24,13 +24,14 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
-from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+from kafka.protocol.producer import InitProducerIdRequest
 
 from partita.client.cluster import Cluster
 from partita.client.connection import BrokerConnection
 from partita.client.partitioners import Partitioner, choose_partition, load_partitioner
 from partita.errors import KafkaError
 from partita.protocol.compression import Compression
+from partita.protocol.produce_request import ProduceRequestV9
 from partita.protocol.record_batch import patch_base_sequence
 from partita.protocol.record_sets import RecordSet, build_producer_batch
 
@@ -399,28 +400,12 @@ class AsyncProducer:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _produce_request(self, batches: list[_Batch]) -> Any:
-        by_topic: dict[str, list[_Batch]] = {}
+    def _produce_request(self, batches: list[_Batch]) -> ProduceRequestV9:
+        by_topic: dict[str, list[tuple[int, bytes | bytearray | memoryview]]] = {}
         for b in batches:
-            by_topic.setdefault(b.topic, []).append(b)
-        return ProduceRequest(
-            version=9,
-            transactional_id=None,
-            acks=self.acks,
-            timeout_ms=30_000,
-            topic_data=[
-                ProduceRequest.TopicProduceData(
-                    name=topic,
-                    partition_data=[
-                        ProduceRequest.TopicProduceData.PartitionProduceData(
-                            index=b.partition, records=b.encoded
-                        )
-                        for b in group
-                    ],
-                )
-                for topic, group in by_topic.items()
-            ],
-        )
+            assert b.encoded is not None, "a batch is encoded when it closes"
+            by_topic.setdefault(b.topic, []).append((b.partition, b.encoded))
+        return ProduceRequestV9(self.acks, 30_000, list(by_topic.items()))
 
     async def _handle_answer(
         self,
