@@ -13,6 +13,7 @@ from tests.integration.conftest import BrokerProcess
 
 RECORDS = 40_000
 PARTITIONS = 3  # several partitions race to reconnect after every cut
+CUT_EVERY = 4_000  # records sent between the cuts made by progress
 
 
 async def _produce_through_cuts(proxy: CuttingProxy) -> tuple[list[int], int]:
@@ -28,14 +29,19 @@ async def _produce_through_cuts(proxy: CuttingProxy) -> tuple[list[int], int]:
 
         async def cut_repeatedly() -> None:
             while True:
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.02)
                 proxy.cut()
 
         cutter = asyncio.create_task(cut_repeatedly())
-        futures = [
-            await producer.send("cuts", f"{i:08d}".encode(), partition=i % PARTITIONS)
-            for i in range(RECORDS)
-        ]
+        futures = []
+        for i in range(RECORDS):
+            futures.append(
+                await producer.send("cuts", f"{i:08d}".encode(), partition=i % PARTITIONS)
+            )
+            if i % CUT_EVERY == CUT_EVERY - 1:
+                # Also by progress, not only by the clock: a fast producer must not
+                # finish between two timed cuts.
+                proxy.cut()
         await producer.flush()
         cutter.cancel()
     return [f.result().offset for f in futures], proxy.cuts
