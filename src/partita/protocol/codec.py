@@ -41,6 +41,16 @@ class UnsupportedRequestError(Exception):
         self.spec = spec
 
 
+def encode_uvarint(n: int) -> bytes:
+    """An unsigned varint: the lengths and counts of flexible versions (KIP-482)."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 def _read_uvarint(view: memoryview, pos: int) -> tuple[int, int]:
     shift = value = 0
     while True:

@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass
 
 from partita.errors import CorruptRecordError
+from partita.protocol.codec import encode_uvarint
 from partita.storage.file_region import FileRegion
 
 _I16 = struct.Struct(">h")
@@ -49,24 +50,15 @@ class TopicResult:
     partitions: list[PartitionResult]
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _partition_tags(p: PartitionResult) -> bytes:
     fields: list[bytes] = []
     if p.diverging_epoch is not None:
         body = struct.pack(">iq", *p.diverging_epoch) + b"\x00"
-        fields.append(_uvarint(0) + _uvarint(len(body)) + body)
+        fields.append(encode_uvarint(0) + encode_uvarint(len(body)) + body)
     if p.current_leader is not None:
         body = struct.pack(">ii", *p.current_leader) + b"\x00"
-        fields.append(_uvarint(1) + _uvarint(len(body)) + body)
-    return _uvarint(len(fields)) + b"".join(fields)
+        fields.append(encode_uvarint(1) + encode_uvarint(len(body)) + body)
+    return encode_uvarint(len(fields)) + b"".join(fields)
 
 
 def encode_fetch_response(
@@ -84,17 +76,17 @@ def encode_fetch_response(
         chunks.append(_HEAD_V7.pack(throttle_time_ms, error_code, session_id))
     else:
         chunks.append(_I32.pack(throttle_time_ms))
-    chunks.append(_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
+    chunks.append(encode_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
     for topic in topics:
         if version >= 13:
             chunks.append(topic.topic_id.bytes)
         else:
             name = topic.name.encode()
             chunks.append(
-                _uvarint(len(name) + 1) + name if flexible else _I16.pack(len(name)) + name
+                encode_uvarint(len(name) + 1) + name if flexible else _I16.pack(len(name)) + name
             )
         parts = topic.partitions
-        chunks.append(_uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts)))
+        chunks.append(encode_uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts)))
         for p in parts:
             if version >= 5:
                 chunks.append(
@@ -120,7 +112,8 @@ def encode_fetch_response(
             if records is None:
                 chunks.append(b"\x00" if flexible else _I32.pack(-1))
             else:
-                chunks.append(_uvarint(len(records) + 1) if flexible else _I32.pack(len(records)))
+                size = len(records)
+                chunks.append(encode_uvarint(size + 1) if flexible else _I32.pack(size))
                 if records:
                     chunks.append(records)
             if flexible:

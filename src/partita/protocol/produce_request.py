@@ -16,6 +16,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
+from partita.protocol.codec import encode_uvarint
+
 _HEADER = struct.Struct(">ihhih")  # frame size, api key, version, correlation id, id length
 _ACKS_TIMEOUT = struct.Struct(">hi")
 _I32 = struct.Struct(">i")
@@ -24,18 +26,9 @@ _NO_TAGS = b"\x00"
 Records = bytes | bytearray | memoryview
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _compact_string(text: str) -> bytes:
     data = text.encode()
-    return _uvarint(len(data) + 1) + data
+    return encode_uvarint(len(data) + 1) + data
 
 
 def _as_bytes(records: Records) -> Records:
@@ -73,14 +66,14 @@ class ProduceRequestV9:
         pending += _NO_TAGS  # request header v2: tagged fields
         pending += b"\x00"  # transactional id: null
         pending += _ACKS_TIMEOUT.pack(self.acks, self.timeout_ms)
-        pending += _uvarint(len(self.topics) + 1)
+        pending += encode_uvarint(len(self.topics) + 1)
         for name, partitions in self.topics:
             pending += _compact_string(name)
-            pending += _uvarint(len(partitions) + 1)
+            pending += encode_uvarint(len(partitions) + 1)
             for index, given in partitions:
                 records = _as_bytes(given)
                 pending += _I32.pack(index)
-                pending += _uvarint(len(records) + 1)
+                pending += encode_uvarint(len(records) + 1)
                 chunks.append(bytes(pending))
                 chunks.append(records)
                 pending = bytearray(_NO_TAGS)  # the partition's tagged fields
