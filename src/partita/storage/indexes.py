@@ -98,6 +98,10 @@ class OffsetIndex(_IndexFile):
     def __len__(self) -> int:
         return len(self._offsets)
 
+    @property
+    def is_full(self) -> bool:
+        return len(self._offsets) >= self.max_entries
+
     @classmethod
     def load(cls, path: Path, base_offset: int, max_entries: int, log_size: int) -> OffsetIndex:
         """Read an existing index; raise IndexCorruptError if it cannot be trusted."""
@@ -196,6 +200,10 @@ class TimeIndex(_IndexFile):
 
     def __len__(self) -> int:
         return len(self._timestamps)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self._timestamps) >= self.max_entries
 
     @classmethod
     def load(cls, path: Path, base_offset: int, max_entries: int) -> TimeIndex:

@@ -285,7 +285,10 @@ class LogSegment:
         self.unflushed = True
 
     def _add_index_entry(self, info: BatchInfo, position: int) -> None:
-        offset_index, time_index = self.offset_index, self.time_index
+        # The loaded indexes directly: this runs for most appends of 4 KiB or more.
+        offset_index, time_index = self._offset_index, self._time_index
+        if offset_index is None or time_index is None:
+            offset_index, time_index = self.offset_index, self.time_index
         offset_index.append(info.last_offset, position, position + info.size, info.base_offset)
         time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
         self.bytes_since_last_index_entry = 0
