@@ -50,6 +50,12 @@ def test_index_answered_reads_match_header_scans(tmp_path: Path) -> None:
     manager.shutdown()
     assert hits > leo // 3  # the index answered most big-batch offsets itself
     manager, reloaded = _open(tmp_path)
+    index = reloaded.active_segment.offset_index
+    assert not any(index.known_batch(offset) for offset in range(leo))  # loaded: no ends
+    assert live == _read_all(reloaded, leo)
+    # Reading learned each indexed batch's base and end from its header: the index
+    # answers again, and what it answers is what the scans found.
+    assert sum(index.known_batch(offset) is not None for offset in range(leo)) == hits
     assert live == _read_all(reloaded, leo)
     manager.shutdown()
 

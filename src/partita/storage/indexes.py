@@ -13,7 +13,7 @@ import errno
 import os
 import struct
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from pathlib import Path
 
 _OFFSET_ENTRY = struct.Struct(">ii")
@@ -156,6 +156,17 @@ class OffsetIndex(_IndexFile):
             return None
         position = self._positions[i]
         return base, position, end - position
+
+    def learn(self, last_offset: int, base_offset: int, position: int, end: int) -> None:
+        """Remember the base offset and end of the batch at ``position`` (whose last offset
+        is ``last_offset``), read from its header, if the index holds that batch: entries
+        loaded from the file know neither, and with them a later fetch there needs no
+        header read (``known_batch``), as after an append."""
+        i = bisect_left(self._offsets, last_offset)
+        found = i < len(self._offsets) and self._offsets[i] == last_offset
+        if found and self._positions[i] == position:
+            self._bases[i] = base_offset
+            self._ends[i] = end
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """The last entry at or before ``offset``: where a forward scan for it may begin."""

@@ -366,6 +366,8 @@ class LogSegment:
                 return None
             header, position = found
             base_offset, batch_size = header.base_offset, header.size
+            end = position + batch_size
+            self.offset_index.learn(header.last_offset, base_offset, position, end)
         available = min(max_position, self.size) - position
         if available <= 0:
             return None
