@@ -17,6 +17,7 @@ import numba
 import numpy as np
 import pyarrow as pa
 
+from partita.protocol.codec import encode_uvarint
 from partita.protocol.record_batch import HEADER_SIZE
 from partita.protocol.record_sets import RecordSet
 
@@ -25,19 +26,9 @@ _NULL_LENGTH = -1
 _HIGH_BIT = np.uint64(0x80)
 
 
-def _encode_varint(n: int) -> bytes:
-    v = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
 def varint(n: int) -> bytes:
-    """Kafka's zigzag varint."""
-    return _encode_varint(n)
+    """Kafka's zigzag varint: the record format's signed one."""
+    return encode_uvarint(((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
 def encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
