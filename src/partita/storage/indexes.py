@@ -73,9 +73,14 @@ class _IndexFile:
         self._exists = False
         self.path.unlink(missing_ok=True)
 
+    # Both indexes keep one offset per entry (the key of an offset index entry, the
+    # value of a time index entry).
+    _offsets: array[int]
+
     @property
     def is_full(self) -> bool:
-        return len(self) >= self.max_entries
+        # From the array itself, not len(self): this runs on every indexed append.
+        return len(self._offsets) >= self.max_entries
 
     def __len__(self) -> int:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -97,10 +102,6 @@ class OffsetIndex(_IndexFile):
 
     def __len__(self) -> int:
         return len(self._offsets)
-
-    @property
-    def is_full(self) -> bool:
-        return len(self._offsets) >= self.max_entries
 
     @classmethod
     def load(cls, path: Path, base_offset: int, max_entries: int, log_size: int) -> OffsetIndex:
@@ -211,10 +212,6 @@ class TimeIndex(_IndexFile):
 
     def __len__(self) -> int:
         return len(self._timestamps)
-
-    @property
-    def is_full(self) -> bool:
-        return len(self._timestamps) >= self.max_entries
 
     @classmethod
     def load(cls, path: Path, base_offset: int, max_entries: int) -> TimeIndex:
