@@ -146,3 +146,13 @@ def test_a_records_length_that_does_not_fit_is_refused(size: int) -> None:
     body[-7:-3] = size.to_bytes(4, "big", signed=True)
     with pytest.raises(CorruptRecordError):
         decode_fetch_response_v11(memoryview(bytes(body)))
+
+
+def test_a_negative_aborted_transaction_count_other_than_null_is_refused() -> None:
+    body = bytearray(_reference([("t", [(0, 0, 10, None, -1, b"abc")])]))
+    # The aborted transactions' int32 count (-1: null) precedes the preferred replica,
+    # the records' length and the three record bytes.
+    assert body[-15:-11] == (-1).to_bytes(4, "big", signed=True)
+    body[-15:-11] = (-2).to_bytes(4, "big", signed=True)
+    with pytest.raises(CorruptRecordError, match="aborted"):
+        decode_fetch_response_v11(memoryview(bytes(body)))

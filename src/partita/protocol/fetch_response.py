@@ -200,11 +200,13 @@ def decode_fetch_response_v11(body: memoryview) -> FetchedResponse:
             index, code, high_watermark, last_stable, log_start = reader.unpack(_PARTITION)
             aborted: list[tuple[int, int]] | None = None
             entries = reader.count()
+            if entries < -1:
+                raise CorruptRecordError(f"fetch response: {entries} aborted transactions")
             if entries >= 0:
-                aborted = [
-                    (producer, first)
-                    for producer, first in (reader.unpack(_ABORTED) for _ in range(entries))
-                ]
+                aborted = []
+                for _ in range(entries):
+                    producer, first = reader.unpack(_ABORTED)
+                    aborted.append((producer, first))
             (preferred,) = reader.unpack(_I32)
             size = reader.count()
             records = None if size == -1 else reader.take(size)
