@@ -49,6 +49,7 @@ from partita.protocol.record_batch import (
     stamp_log_append_time,
 )
 from partita.protocol.records import decode_records
+from partita.storage.block_reservation import RESERVE_WINDOW
 from partita.storage.config import LogConfig
 from partita.storage.file_region import FileRegion
 from partita.storage.leader_epochs import LeaderEpochCache
@@ -121,6 +122,7 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
         self._pending_deletions: list[_PendingDeletion] = []
+        segments[-1].reserve_window = self._reserve_window()
 
     @property
     def name(self) -> str:
@@ -438,13 +440,7 @@ class PartitionLog:
         try:
             old.on_become_inactive()
             old.flush()
-            segment = LogSegment.create(
-                self.directory,
-                base_offset,
-                index_interval_bytes=self.config.index_interval_bytes,
-                max_index_entries=max(1, self.config.segment_index_bytes // 8),
-                created_ms=self.clock(),
-            )
+            segment = self._create_active_segment(base_offset)
         except OSError as exc:
             raise KafkaStorageError(f"{self.name}: cannot roll a new segment: {exc}") from exc
         self.recovery_point = max(self.recovery_point, old.next_offset)
@@ -455,6 +451,19 @@ class PartitionLog:
             extra={"partition": self.name, "base_offset": base_offset, "reason": reason},
         )
         return segment
+
+    def _create_active_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment.create(
+            self.directory,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_entries=max(1, self.config.segment_index_bytes // 8),
+            created_ms=self.clock(),
+            reserve_window=self._reserve_window(),
+        )
+
+    def _reserve_window(self) -> int:
+        return min(RESERVE_WINDOW, self.config.segment_bytes)
 
     # -- reads -------------------------------------------------------------------
 
@@ -740,13 +749,7 @@ class PartitionLog:
         with self._lock:
             for segment in self._segments:
                 self._schedule_deletion(segment)
-            segment = LogSegment.create(
-                self.directory,
-                offset,
-                index_interval_bytes=self.config.index_interval_bytes,
-                max_index_entries=max(1, self.config.segment_index_bytes // 8),
-                created_ms=self.clock(),
-            )
+            segment = self._create_active_segment(offset)
             self._segments = [segment]
             self._base_offsets = [offset]
             self.log_start_offset = offset

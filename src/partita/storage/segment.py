@@ -7,6 +7,7 @@ position, and validates CRCs only when recovering after an unclean shutdown.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from collections.abc import Iterator, Sequence
@@ -17,6 +18,7 @@ from typing import NamedTuple
 from partita.errors import CorruptRecordError
 from partita.protocol.record_batch import HEADER_SIZE, BatchHeader, check_crc, read_header
 from partita.protocol.records import decode_records
+from partita.storage import block_reservation
 from partita.storage.file_region import FileRegion
 from partita.storage.indexes import IndexCorruptError, OffsetIndex, TimeIndex
 
@@ -69,6 +71,7 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_entries: int,
         created_ms: int,
+        reserve_window: int = 0,
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
@@ -89,6 +92,10 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self.indexes_full = False
         self.unflushed = False
+        # Blocks are reserved up to here (past ``size``) while the segment is active;
+        # a window of 0 means never (inactive segments, or a file system that cannot).
+        self.reserve_window = reserve_window
+        self._reserved_end = 0
 
     # -- opening -----------------------------------------------------------------
 
@@ -101,6 +108,7 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_entries: int,
         created_ms: int,
+        reserve_window: int = 0,
     ) -> LogSegment:
         segment = cls(
             directory,
@@ -108,6 +116,7 @@ class LogSegment:
             index_interval_bytes=index_interval_bytes,
             max_index_entries=max_index_entries,
             created_ms=created_ms,
+            reserve_window=reserve_window,
         )
         for path in (segment.log_path, segment.index_path, segment.time_index_path):
             path.unlink(missing_ok=True)
@@ -262,11 +271,14 @@ class LogSegment:
         for info in infos:
             total += info.size
         fd = self.fd
+        if self.size + total > self._reserved_end and self.reserve_window:
+            self._reserve_past(fd, self.size + total)
         try:
             _write_vectors(fd, buffers, total)
         except OSError:
             try:
                 os.ftruncate(fd, self.size)
+                self._reserved_end = self.size
             finally:
                 raise
         position = self.size
@@ -284,6 +296,22 @@ class LogSegment:
         self.next_offset = infos[-1].last_offset + 1
         self.unflushed = True
 
+    def _reserve_past(self, fd: int, end: int) -> None:
+        """Reserve blocks for this write and a window after it (block_reservation says
+        why); a full disk skips a window, a file system that cannot stops it for good."""
+        start = max(self.size, self._reserved_end)
+        reserved = block_reservation.reserve(fd, start, end + self.reserve_window - start)
+        if reserved is None:
+            self.reserve_window = 0
+        self._reserved_end = end + self.reserve_window
+
+    def release_reservation(self) -> None:
+        """Give back blocks reserved past the end: the segment takes no more appends."""
+        self.reserve_window = 0
+        if self._reserved_end > self.size and self._fd is not None:
+            block_reservation.release(self._fd, self.size)
+        self._reserved_end = 0
+
     def _add_index_entry(self, info: BatchInfo, position: int) -> None:
         # The loaded indexes directly: this runs for most appends of 4 KiB or more.
         offset_index, time_index = self._offset_index, self._time_index
@@ -296,6 +324,7 @@ class LogSegment:
 
     def on_become_inactive(self) -> None:
         """Record the final max timestamp in the time index, as Kafka does on roll."""
+        self.release_reservation()
         if self.max_timestamp_so_far >= 0:
             self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
         self.time_index.flush()
@@ -547,6 +576,7 @@ class LogSegment:
         removed = self.size - position
         os.ftruncate(self.fd, position)
         self.size = position
+        self._reserved_end = position  # ftruncate freed every block past it
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self.max_timestamp_so_far = -1
@@ -563,6 +593,8 @@ class LogSegment:
         """Write pending index entries and close; the descriptor is closed even if the
         index write fails (indexes are rebuilt from the log when needed)."""
         try:
+            with contextlib.suppress(OSError):  # only space is at stake, never data
+                self.release_reservation()
             if self._offset_index is not None:
                 self._offset_index.flush()
             if self._time_index is not None:
