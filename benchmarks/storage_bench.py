@@ -19,11 +19,16 @@ that raw and partita figures come from the same filesystem in the same run:
 Every partita phase runs right beside the same raw phase (raw write and partita append,
 which goes first alternating from pair to pair; reads in both orders, raw, partita,
 partita, raw, after one untimed raw read, with geometric means, so that what one read
-leaves in the host's cache of the VM's disk favours neither side), and each "% raw"
-figure is the median over the rounds of these pairs' ratios: on a shared VM the disk's
-speed drifts by 2x within minutes, and pairs cancel the drift that a ratio of
-separate medians keeps. The whole sequence runs R times, rotating the batch sizes;
-absolute figures are medians of their rounds. Before every read pass the page cache is
+leaves in the host's cache of the VM's disk favours neither side). Read figures are
+medians of the rounds and each read "% raw" the median of the pairs' ratios: on a
+shared VM the disk's speed drifts by 2x within minutes, and pairs cancel the drift.
+Write figures are each pass's best round and "% raw write" is best append over best
+raw write: a write pass here is only ever slowed, by landing in memory the guest has
+handed back to the host (see ``summarize``), and that noise does not pair. The raw
+write is the faster of plain 1 MiB writes and the same writes "like a segment" (with
+the block reservation and early writeback partita's segments use), so the limit
+includes every trick partita plays. The whole sequence runs R times, rotating the
+batch sizes. Before every read pass the page cache is
 dropped (/proc/sys/vm/drop_caches, falling back to posix_fadvise DONTNEED per file) and
 the eviction is checked with mincore(2), unless --warm asks for page-cache reads. Sizes
 are MiB (2**20 bytes); rates are MiB/s.
@@ -57,10 +62,12 @@ from rich.table import Table
 
 from partita.protocol.record_batch import HEADER_SIZE, read_header
 from partita.protocol.records import Record, build_batch
+from partita.storage import linux_file_calls
 from partita.storage.config import LogConfig
 from partita.storage.file_region import FileRegion
 from partita.storage.log import PartitionLog
 from partita.storage.log_manager import LogManager
+from partita.storage.segment import RESERVE_WINDOW, WRITEBACK_WINDOW
 
 KIB = 1 << 10
 MIB = 1 << 20
@@ -106,11 +113,11 @@ class Result:
     sendfile: Rate
     # partita passes: partita / the raw pass measured right beside it, for write, pread
     # and sendfile. Pairs cancel the slow drifts of a shared machine that medians of
-    # separate passes do not.
+    # separate passes do not (in the summary, the write ratio is best over best).
     paired: tuple[float, float, float] | None = None
-    # partita passes: raw os.write in calls of the batch size (+ fsync), over the 1 MiB
-    # raw write beside it. One write call per batch is the least any log does per append:
-    # this is the ceiling that per-call cost alone leaves an append path.
+    # partita passes: raw os.write in calls of the batch size (+ fsync, like a segment),
+    # over the 1 MiB raw write. One write call per batch is the least any log does per
+    # append: this is the ceiling that per-call cost alone leaves an append path.
     floor: Rate | None = None
     floor_paired: float | None = None
 
@@ -126,37 +133,44 @@ def group_by_label(results: list[Result]) -> dict[str, list[Result]]:
     return groups
 
 
-def medians(results: list[Result]) -> dict[str, Result]:
-    """Per label, the median of every rate over the rounds."""
-    return {
-        label: Result(
+def best_rate(rates: list[Rate]) -> Rate:
+    return max(rates, key=lambda r: r.mib_s)
+
+
+def summarize(results: list[Result]) -> dict[str, Result]:
+    """Per label: writes at their best round, reads at their median round.
+
+    A write pass on this VM is slowed, never sped up, by what the host does with the
+    guest's memory: a pass that lands in pages the guest has handed back pays a
+    hypervisor fault per page and runs at a fraction of its speed (1 MiB writes from
+    400 to 2,600 MiB/s by which pages they get, decided by what earlier passes freed
+    and when). Noise that only ever slows a pass is measured by its fastest round, as
+    ``timeit`` does, and so is each write ratio: best append over best raw write. Reads
+    keep the medians of their pairs.
+    """
+    groups = group_by_label(results)
+    raw_best = best_rate([r.write for r in groups[RAW]])
+    summary = {}
+    for label, rounds in groups.items():
+        write = best_rate([r.write for r in rounds])
+        floors = [r.floor for r in rounds if r.floor is not None]
+        floor = best_rate(floors) if floors else None
+        pairs = [r.paired for r in rounds if r.paired is not None]
+        paired = None
+        if pairs:
+            pread, sendfile = (statistics.median(p[i] for p in pairs) for i in (1, 2))
+            paired = (write.mib_s / raw_best.mib_s, pread, sendfile)
+        summary[label] = Result(
             label,
             rounds[0].batch_size,
-            median_rate([r.write for r in rounds]),
+            write,
             median_rate([r.pread for r in rounds]),
             median_rate([r.sendfile for r in rounds]),
-            _median_ratios(rounds),
-            _median_floor([r.floor for r in rounds if r.floor is not None]),
-            _median_or_none([r.floor_paired for r in rounds if r.floor_paired is not None]),
+            paired,
+            floor,
+            floor.mib_s / raw_best.mib_s if floor is not None else None,
         )
-        for label, rounds in group_by_label(results).items()
-    }
-
-
-def _median_floor(rates: list[Rate]) -> Rate | None:
-    return median_rate(rates) if rates else None
-
-
-def _median_or_none(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
-
-
-def _median_ratios(rounds: list[Result]) -> tuple[float, float, float] | None:
-    pairs = [r.paired for r in rounds if r.paired is not None]
-    if not pairs:
-        return None
-    write, pread, sendfile = (statistics.median(p[i] for p in pairs) for i in range(3))
-    return write, pread, sendfile
+    return summary
 
 
 def _expect(condition: bool, message: str) -> None:
@@ -326,13 +340,26 @@ def write_all(fd: int, data: memoryview) -> None:
         data = data[os.write(fd, data) :]
 
 
-def raw_write(path: Path, total: int, chunk_size: int = CHUNK_SIZE) -> Rate:
+def raw_write(
+    path: Path, total: int, chunk_size: int = CHUNK_SIZE, *, like_a_segment: bool = False
+) -> Rate:
+    """Plain writes + fsync; ``like_a_segment`` adds the two calls partita's active
+    segment makes (blocks reserved a window ahead, writeback started per window), so
+    that no trick of partita's is missing from the physical limit it is compared with."""
     chunk = memoryview(os.urandom(chunk_size))
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
+        reserved = written_back = position = 0
         start = time.perf_counter()
         for _ in range(total // chunk_size):
+            if like_a_segment and position + chunk_size > reserved:
+                linux_file_calls.reserve(fd, position, chunk_size + RESERVE_WINDOW)
+                reserved = position + chunk_size + RESERVE_WINDOW
             write_all(fd, chunk)
+            position += chunk_size
+            if like_a_segment and position - written_back >= WRITEBACK_WINDOW:
+                linux_file_calls.start_writeback(fd, written_back, position - written_back)
+                written_back = position
         os.fsync(fd)
         elapsed = time.perf_counter() - start
     finally:
@@ -528,8 +555,13 @@ def bench_pair(
         cache.settle()
         return rate
 
-    raw_written, appended = both(lambda: raw_write(raw_path, total), append)
-    floor = raw_write(raw_path, total, batch_size)
+    def raw_best_write() -> Rate:
+        plain = raw_write(raw_path, total)
+        tuned = raw_write(raw_path, total, like_a_segment=True)
+        return best_rate([plain, tuned])
+
+    raw_written, appended = both(raw_best_write, append)
+    floor = raw_write(raw_path, total, batch_size, like_a_segment=True)
     plog.update_high_watermark(plog.log_end_offset)
     segment_paths = [s.log_path for s in plog.segments]
 
@@ -587,7 +619,10 @@ def raw_table(raw: Result, cache: PageCache) -> Table:
     table = Table(title="Raw disk (same filesystem, same run; median of all raw passes)")
     table.add_column("operation")
     table.add_column("MiB/s", justify="right")
-    table.add_row("sequential write, 1 MiB os.write + fsync", f"{raw.write.mib_s:,.1f}")
+    table.add_row(
+        "sequential write, 1 MiB os.write + fsync (best round, plain or like a segment)",
+        f"{raw.write.mib_s:,.1f}",
+    )
     table.add_row(f"sequential read, 1 MiB os.pread ({cache.state})", f"{raw.pread.mib_s:,.1f}")
     table.add_row(
         f"sequential os.sendfile to loopback TCP, 1 MiB ({cache.state})",
@@ -598,8 +633,8 @@ def raw_table(raw: Result, cache: PageCache) -> Table:
 
 def results_table(results: list[Result], cache: PageCache) -> Table:
     table = Table(
-        title=f"partita vs raw disk (median of the rounds; reads {cache.state}; % raw: "
-        "median of each round's partita / raw pair, with target verdict)"
+        title=f"partita vs raw disk (writes: best round, % raw of the best raw write; reads "
+        f"{cache.state}: median round, % raw: median of each round's partita / raw pair)"
     )
     columns = (
         "batch",
@@ -672,8 +707,8 @@ def target_lines(results: list[Result]) -> list[str]:
             )
             if r.floor_paired is not None:
                 line += (
-                    f"; raw os.write in {r.label} calls reaches {r.floor_paired:.0%}, "
-                    "the most one write call per batch allows"
+                    f"; raw os.write in {r.label} calls (like a segment) reaches "
+                    f"{r.floor_paired:.0%}, the most one write call per batch allows"
                 )
             lines.append(line)
     for r in results:
@@ -703,7 +738,7 @@ def load_average() -> str:
 
 
 def report(console: Console, all_rounds: list[Result], cache: PageCache) -> None:
-    summary = medians(all_rounds)
+    summary = summarize(all_rounds)
     raw = summary.pop(RAW)
     results = list(summary.values())
     console.print()

@@ -49,11 +49,10 @@ from partita.protocol.record_batch import (
     stamp_log_append_time,
 )
 from partita.protocol.records import decode_records
-from partita.storage.block_reservation import RESERVE_WINDOW
 from partita.storage.config import LogConfig
 from partita.storage.file_region import FileRegion
 from partita.storage.leader_epochs import LeaderEpochCache
-from partita.storage.segment import BatchInfo, LogSegment
+from partita.storage.segment import RESERVE_WINDOW, BatchInfo, LogSegment
 
 log = logging.getLogger(__name__)
 

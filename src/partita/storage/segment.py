@@ -18,7 +18,7 @@ from typing import NamedTuple
 from partita.errors import CorruptRecordError
 from partita.protocol.record_batch import HEADER_SIZE, BatchHeader, check_crc, read_header
 from partita.protocol.records import decode_records
-from partita.storage import block_reservation
+from partita.storage import linux_file_calls
 from partita.storage.file_region import FileRegion
 from partita.storage.indexes import IndexCorruptError, OffsetIndex, TimeIndex
 
@@ -33,6 +33,15 @@ CORRUPT_SUFFIX = ".corrupt"
 _SCAN_WINDOW = 16 * 1024
 _RECOVERY_WINDOW = 4 * 1024 * 1024
 _IOV_MAX = 1024
+
+# Blocks reserved past an active segment's end at a time (the log caps it at
+# segment.bytes). Bare 16 KiB writes gained as much with 1 MiB windows as with 8 or
+# 64 MiB, and a broker with many partitions holds one window per active segment.
+RESERVE_WINDOW = 1024 * 1024
+# Dirty bytes of the active segment handed to writeback at a time (linux_file_calls
+# says why). Measured with 16 KiB writes + fsync of 512 MiB: 2 and 8 MiB windows both
+# ran at 2.7-3.0 GB/s against 1.7-1.9 with none.
+WRITEBACK_WINDOW = 4 * 1024 * 1024
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -96,6 +105,9 @@ class LogSegment:
         # a window of 0 means never (inactive segments, or a file system that cannot).
         self.reserve_window = reserve_window
         self._reserved_end = 0
+        # Bytes before this are written back or on their way (or predate this process).
+        self._writeback_from = 0
+        self._writes_back = True
 
     # -- opening -----------------------------------------------------------------
 
@@ -144,6 +156,7 @@ class LogSegment:
             created_ms=int(stat.st_mtime * 1000),
         )
         segment.size = stat.st_size
+        segment._writeback_from = stat.st_size
         return segment
 
     @property
@@ -295,21 +308,30 @@ class LogSegment:
         self.size = position
         self.next_offset = infos[-1].last_offset + 1
         self.unflushed = True
+        if position - self._writeback_from >= WRITEBACK_WINDOW and self._writes_back:
+            self._start_writeback(fd, position)
 
     def _reserve_past(self, fd: int, end: int) -> None:
-        """Reserve blocks for this write and a window after it (block_reservation says
+        """Reserve blocks for this write and a window after it (linux_file_calls says
         why); a full disk skips a window, a file system that cannot stops it for good."""
         start = max(self.size, self._reserved_end)
-        reserved = block_reservation.reserve(fd, start, end + self.reserve_window - start)
+        reserved = linux_file_calls.reserve(fd, start, end + self.reserve_window - start)
         if reserved is None:
             self.reserve_window = 0
         self._reserved_end = end + self.reserve_window
+
+    def _start_writeback(self, fd: int, end: int) -> None:
+        start = self._writeback_from
+        started = linux_file_calls.start_writeback(fd, start, end - start)
+        if started is None:
+            self._writes_back = False
+        self._writeback_from = end
 
     def release_reservation(self) -> None:
         """Give back blocks reserved past the end: the segment takes no more appends."""
         self.reserve_window = 0
         if self._reserved_end > self.size and self._fd is not None:
-            block_reservation.release(self._fd, self.size)
+            linux_file_calls.release(self._fd, self.size)
         self._reserved_end = 0
 
     def _add_index_entry(self, info: BatchInfo, position: int) -> None:
@@ -577,6 +599,7 @@ class LogSegment:
         os.ftruncate(self.fd, position)
         self.size = position
         self._reserved_end = position  # ftruncate freed every block past it
+        self._writeback_from = min(self._writeback_from, position)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self.max_timestamp_so_far = -1

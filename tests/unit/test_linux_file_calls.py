@@ -1,8 +1,10 @@
 """Blocks reserved past the active segment's end: held while it takes appends, given back
-at roll and close, never visible in a file's size or contents."""
+at roll and close, never visible in a file's size or contents. Writeback of each
+finished window of the active segment starts as soon as it is written."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -10,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from partita.protocol.record_batch import read_header
-from partita.storage import block_reservation
-from partita.storage.block_reservation import RESERVE_WINDOW
+from partita.storage import linux_file_calls
 from partita.storage.config import LogConfig
 from partita.storage.log_manager import LogManager
+from partita.storage.segment import RESERVE_WINDOW, WRITEBACK_WINDOW
 from tests.conftest import make_batch
 
 OpenManager = Callable[..., LogManager]
@@ -29,7 +31,7 @@ def reserving_file_system(tmp_path: Path) -> None:
     probe = tmp_path / "probe"
     fd = os.open(probe, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        if block_reservation.reserve(fd, 0, BLOCK) is None:
+        if linux_file_calls.reserve(fd, 0, BLOCK) is None:
             pytest.skip(f"the file system of {tmp_path} cannot reserve blocks")
     finally:
         os.close(fd)
@@ -119,7 +121,49 @@ def test_a_truncation_forgets_blocks_it_freed_and_reserves_again(
 def test_a_descriptor_that_cannot_reserve_says_so() -> None:
     read_end, write_end = os.pipe()
     try:
-        assert block_reservation.reserve(write_end, 0, BLOCK) is None
+        assert linux_file_calls.reserve(write_end, 0, BLOCK) is None
     finally:
         os.close(read_end)
         os.close(write_end)
+
+
+class _CachestatRange(ctypes.Structure):
+    _fields_ = [("off", ctypes.c_uint64), ("len", ctypes.c_uint64)]
+
+
+class _Cachestat(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in ("cache", "dirty", "writeback", "evicted", "recently_evicted")
+    ]
+
+
+_SYS_CACHESTAT = 451  # x86_64 and arm64 alike
+
+
+def dirty_pages(path: Path, start: int, length: int) -> int:
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        stat = _Cachestat()
+        span = _CachestatRange(start, length)
+        if libc.syscall(_SYS_CACHESTAT, fd, ctypes.byref(span), ctypes.byref(stat), 0) != 0:
+            pytest.skip(f"cachestat(2) unavailable: errno {ctypes.get_errno()}")
+        return int(stat.dirty)
+    finally:
+        os.close(fd)
+
+
+def test_each_finished_writeback_window_is_handed_to_the_disk_at_once(
+    open_manager: OpenManager,
+) -> None:
+    log = open_manager().get_or_create("t", 0)
+    batch = make_batch(16, value_size=4000)
+    while log.active_segment.size < WRITEBACK_WINDOW + 8 * len(batch):
+        log.append_as_leader(batch, 0)
+    path = log.active_segment.log_path
+    handed_over = WRITEBACK_WINDOW - WRITEBACK_WINDOW % len(batch) + len(batch)
+    # Starting writeback moves every dirty page of the range to writeback before it
+    # returns; the kernel's own flusher would leave them dirty for 30 s.
+    assert dirty_pages(path, 0, handed_over - BLOCK) == 0
+    assert dirty_pages(path, handed_over + BLOCK, 4 * len(batch)) > 0
