@@ -16,6 +16,7 @@ from partita.storage import linux_file_calls
 from partita.storage.config import LogConfig
 from partita.storage.log_manager import LogManager
 from partita.storage.segment import RESERVE_WINDOW, WRITEBACK_WINDOW
+from partita.storage.writeback import WRITEBACK
 from tests.conftest import make_batch
 
 OpenManager = Callable[..., LogManager]
@@ -162,6 +163,7 @@ def test_each_finished_writeback_window_is_handed_to_the_disk_at_once(
     while log.active_segment.size < WRITEBACK_WINDOW + 8 * len(batch):
         log.append_as_leader(batch, 0)
     path = log.active_segment.log_path
+    WRITEBACK.wait_idle()
     handed_over = WRITEBACK_WINDOW - WRITEBACK_WINDOW % len(batch) + len(batch)
     # Starting writeback moves every dirty page of the range to writeback before it
     # returns; the kernel's own flusher would leave them dirty for 30 s.
