@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from partita.storage import linux_file_calls
 from partita.storage.config import LogConfig
 from partita.storage.log_manager import LogManager
 from partita.storage.segment import RESERVE_WINDOW, WRITEBACK_WINDOW
-from partita.storage.writeback import WRITEBACK
+from partita.storage.writeback import WRITEBACK, WritebackStarter
 from tests.conftest import make_batch
 
 OpenManager = Callable[..., LogManager]
@@ -169,3 +170,39 @@ def test_each_finished_writeback_window_is_handed_to_the_disk_at_once(
     # returns; the kernel's own flusher would leave them dirty for 30 s.
     assert dirty_pages(path, 0, handed_over - BLOCK) == 0
     assert dirty_pages(path, handed_over + BLOCK, 4 * len(batch)) > 0
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_writeback_requests_leave_no_descriptor_behind(tmp_path: Path) -> None:
+    starter = WritebackStarter()
+    path = tmp_path / "data"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, os.urandom(1 << 20))
+        before = open_descriptors()
+        for _ in range(50):
+            starter.request(fd, 0, 1 << 20)
+        starter.wait_idle()
+        assert open_descriptors() == before
+        assert dirty_pages(path, 0, 1 << 20) == 0
+    finally:
+        os.close(fd)
+
+
+def test_a_writeback_thread_that_is_behind_makes_appends_skip_not_wait(tmp_path: Path) -> None:
+    starter = WritebackStarter(max_pending=2)
+    starter._thread = threading.current_thread()  # as if started, and stuck: nothing drains
+    fd = os.open(tmp_path / "data", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        before = open_descriptors()
+        for _ in range(5):
+            starter.request(fd, 0, 4096)
+        assert starter.skipped == 3
+        assert open_descriptors() == before + 2  # the two queued; the skipped closed
+    finally:
+        while not starter._requests.empty():
+            os.close(starter._requests.get_nowait()[0])
+        os.close(fd)
