@@ -51,6 +51,7 @@ from partita.client.producer import AsyncProducer, RecordMetadata
 from partita.errors import KafkaError
 from partita.protocol.bulk_records import encode_record_sets
 from partita.spark.options import OptionError, SinkOptions
+from partita.spark.worker_gc import freeze_loaded_modules
 
 HEADER_BATCH = "spark.batch.id"
 HEADER_TASK = "spark.task.id"
@@ -276,6 +277,7 @@ async def _produce_bulk(
 
 
 def _write(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id: str) -> WrittenRows:
+    freeze_loaded_modules()
     context = TaskContext.get()
     task = context.partitionId() if context else 0
     attempt = context.attemptNumber() if context else 0

@@ -55,6 +55,7 @@ from partita.spark.planning import (
     to_checkpoint,
 )
 from partita.spark.rows import kafka_schema
+from partita.spark.worker_gc import freeze_loaded_modules
 
 log = logging.getLogger("partita.spark")
 
@@ -103,6 +104,7 @@ class PartitaDataSource(DataSource):
 
 def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     assert isinstance(partition, RangePartition)
+    freeze_loaded_modules()
     yield from read_range(
         options.bootstrap_servers,
         partition.offset_range,
