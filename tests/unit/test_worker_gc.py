@@ -1,5 +1,5 @@
-"""The Spark connector moves long-lived module state out of the collector's sight once
-its compiled code is loaded, so PySpark's per-task gc.collect() stops walking it.
+"""The Spark connector moves long-lived module state out of the collector's sight in the
+reused PySpark workers that collect after every task, and nowhere else.
 
 Each case runs in a fresh interpreter: freezing is process-wide and for good.
 """
@@ -10,8 +10,15 @@ import subprocess
 import sys
 import textwrap
 
+# What a worker forked by pyspark.daemon looks like to the check: its __main__ is that
+# module (pyspark's daemon forks without exec).
+AS_A_DAEMON_WORKER = """
+import importlib.machinery, sys
+sys.modules["__main__"].__spec__ = importlib.machinery.ModuleSpec("pyspark.daemon", None)
+"""
 
-def run_in_fresh_python(code: str) -> str:
+
+def run_in_fresh_python(code: str) -> list[str]:
     result = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True,
@@ -19,38 +26,35 @@ def run_in_fresh_python(code: str) -> str:
         check=True,
         timeout=120,
     )
-    return result.stdout.strip()
+    return result.stdout.split()
 
 
-def test_nothing_is_frozen_before_the_compiled_code_is_loaded() -> None:
-    out = run_in_fresh_python(
-        """
-        import gc
-        from partita.spark.worker_gc import freeze_loaded_modules
-        freeze_loaded_modules()
-        print(gc.get_freeze_count())
-        """
-    )
-    assert out == "0"
+LOAD_AND_FREEZE_TWICE = """
+import gc
+import pyarrow as pa
+from partita.protocol.bulk_records import encode_record_sets
+from partita.spark.worker_gc import freeze_loaded_modules
+encode_record_sets(pa.array([b"v"] * 3), None)  # loads the numba encoder
+gc.collect()
+freeze_loaded_modules()
+first = gc.get_freeze_count()
+task_objects = [[i] for i in range(1000)]  # a task's own allocations
+freeze_loaded_modules()  # nothing new loaded: nothing more frozen
+second = gc.get_freeze_count()
+import http.cookiejar  # something new
+freeze_loaded_modules()
+print(first, second, gc.get_freeze_count(), len(gc.get_objects()) < 5000)
+"""
 
 
-def test_a_task_after_the_encoder_loaded_freezes_the_module_state_once() -> None:
-    out = run_in_fresh_python(
-        """
-        import gc
-        import pyarrow as pa
-        from partita.protocol.bulk_records import encode_record_sets
-        from partita.spark.worker_gc import freeze_loaded_modules
-        encode_record_sets(pa.array([b"v"] * 3), None)  # loads the numba encoder
-        gc.collect()
-        freeze_loaded_modules()
-        frozen = gc.get_freeze_count()
-        task_objects = [[i] for i in range(1000)]  # a task's own allocations
-        freeze_loaded_modules()  # nothing new loaded: nothing more frozen
-        print(frozen, gc.get_freeze_count(), len(gc.get_objects()) < 5000)
-        """
-    )
-    frozen, again, few_left = out.split()
-    assert int(frozen) > 50_000  # numba, llvmlite, pyarrow: what a collection walked
-    assert again == frozen
+def test_a_daemon_worker_freezes_what_is_loaded_once_and_again_after_new_modules() -> None:
+    first, second, third, few_left = run_in_fresh_python(AS_A_DAEMON_WORKER + LOAD_AND_FREEZE_TWICE)
+    assert int(first) > 50_000  # numba, llvmlite, pyarrow: what a collection walked
+    assert second == first
+    assert int(third) > int(first)
     assert few_left == "True"  # what a full collection still walks
+
+
+def test_any_other_process_keeps_its_collector_as_it_was() -> None:
+    first, second, third, _ = run_in_fresh_python(LOAD_AND_FREEZE_TWICE)
+    assert (first, second, third) == ("0", "0", "0")

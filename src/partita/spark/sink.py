@@ -311,6 +311,11 @@ class PartitaWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return _write(self.options, iterator, self.write_id)
 
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Rows are in the topics once each task's ``write`` returned: nothing to publish.
+        This runs in the worker that commits the job, which also collects per task."""
+        freeze_loaded_modules()
+
 
 class PartitaStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: SinkOptions, schema: StructType) -> None:
@@ -322,6 +327,7 @@ class PartitaStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Rows are in the topic once ``write`` returned; nothing is left to publish."""
+        freeze_loaded_modules()
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """At-least-once: rows already produced stay; the retry writes them again."""

@@ -78,15 +78,20 @@ class PartitaDataSource(DataSource):
     def name(cls) -> str:
         return "partita"
 
+    # Every method below runs in a PySpark worker that plans the query: each first takes
+    # what is loaded out of that worker's per-task collection (worker_gc).
     def schema(self) -> StructType:
+        freeze_loaded_modules()
         # Checked here so that a bad option fails at load(), before any job runs.
         options = parse_source_options(self.options, streaming=None)
         return kafka_schema(options.include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        freeze_loaded_modules()
         return PartitaBatchReader(parse_source_options(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        freeze_loaded_modules()
         return PartitaStreamReader(parse_source_options(self.options, streaming=True))
 
     # The sink is imported when a query writes: it loads the compiled encoder (numba),
@@ -94,11 +99,13 @@ class PartitaDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from partita.spark.sink import PartitaWriter  # noqa: PLC0415
 
+        freeze_loaded_modules()
         return PartitaWriter(parse_sink_options(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from partita.spark.sink import PartitaStreamWriter  # noqa: PLC0415
 
+        freeze_loaded_modules()
         return PartitaStreamWriter(parse_sink_options(self.options), schema)
 
 

@@ -1,25 +1,33 @@
 """Keep PySpark's per-task garbage collection from walking our modules' objects.
 
-A reused PySpark Python worker runs a full ``gc.collect()`` after every task
-(``pyspark/daemon.py``). A full collection walks every object the process tracks, and
-the connector's tasks load numba, llvmlite, pyarrow and kafka-python: about 180,000
-objects, so that collection took 50-62 ms a task here, against 7.5 ms in a worker that
-loaded only pyspark. Four tasks a pass made it about a quarter of the Python workers' CPU
-in a 2M-row write. Those objects are module state that lives as long as the process,
-so a task that finds modules loaded since the last time moves everything alive out of the
-collector's sight with ``gc.freeze()`` (what prefork servers do before forking): later
-collections cost what they cost before any of it was loaded.
+A reused PySpark Python worker (one forked by ``pyspark.daemon``) runs a full
+``gc.collect()`` after every task. A full collection walks every object the process
+tracks, and the connector's tasks load numba, llvmlite, pyarrow and kafka-python: about
+180,000 objects, so that collection took 50-62 ms a task here, against 7.5 ms in a worker
+that loaded only pyspark. The workers that plan a query and commit a write pay it too
+(~36 ms with the sink's modules). In a 2M-row write that was about a quarter of the
+Python workers' CPU. Those objects are module state that lives as long as the process,
+so each entry point that runs in such a worker first moves everything alive out of the
+collector's sight with ``gc.freeze()`` (what prefork servers do before forking), if
+modules were loaded since the last time: later collections cost what they cost before
+any of it was loaded.
 
-It runs at the start of a task, right after the daemon's collection, so what it freezes
-is the process's long-lived state plus the task's own few input objects (its pickled
-reader or writer), never a task's garbage. A worker freezes after its first read and
-its first write (each loads its own compiled code), then stops.
+An entry point runs right after the daemon's collection, so what it freezes is the
+process's long-lived state plus the task's own few input objects (its pickled reader or
+writer), never a task's garbage. Nothing happens outside such a worker: a driver or a
+test process keeps its collector as it was.
 """
 
 from __future__ import annotations
 
 import gc
 import sys
+
+
+def in_reused_pyspark_worker() -> bool:
+    """True in a worker forked by ``pyspark.daemon``, the one that collects per task."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return spec is not None and spec.name == "pyspark.daemon"
 
 
 class _Freezer:
@@ -29,7 +37,7 @@ class _Freezer:
     def __call__(self) -> None:
         """Freeze everything alive if modules were loaded since the last freeze (or ever)."""
         loaded = len(sys.modules)
-        if loaded != self.modules_when_frozen and "numba" in sys.modules:
+        if loaded != self.modules_when_frozen and in_reused_pyspark_worker():
             gc.freeze()
             self.modules_when_frozen = loaded
 
