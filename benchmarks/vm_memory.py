@@ -24,6 +24,8 @@ MIB = 1 << 20
 # What the kernel should have left free once the scratch file is written: enough for the
 # processes' own growth to come from reclaim of that file, not from the host.
 LEAVE_FREE = 512 * MIB
+# Disk the scratch file never takes: the benchmark's own data needs room beside it.
+KEEP_ON_DISK = 4 * 1024 * MIB
 
 
 def meminfo(field: str) -> int:
@@ -41,7 +43,9 @@ def steady_page_cache(directory: Path, leave_free: int = LEAVE_FREE) -> Iterator
     """Fill the page cache with a scratch file in ``directory`` until MemFree is down to
     ``leave_free``; yields the bytes written and deletes the file on exit."""
     path = directory / "steady-page-cache.tmp"
-    wanted = max(0, meminfo("MemFree") - leave_free)
+    disk = os.statvfs(directory)
+    room = disk.f_bavail * disk.f_frsize - KEEP_ON_DISK
+    wanted = max(0, min(meminfo("MemFree") - leave_free, room))
     chunk = os.urandom(MIB)
     written = 0
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -53,7 +57,7 @@ def steady_page_cache(directory: Path, leave_free: int = LEAVE_FREE) -> Iterator
             transient=True,
         ) as progress:
             task = progress.add_task("fill", total=wanted)
-            while written < wanted and meminfo("MemFree") > leave_free:
+            while written + 64 * MIB <= wanted and meminfo("MemFree") > leave_free:
                 for _ in range(64):
                     written += os.write(fd, chunk)
                 progress.update(task, completed=written)
