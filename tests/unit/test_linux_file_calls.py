@@ -206,3 +206,18 @@ def test_a_writeback_thread_that_is_behind_makes_appends_skip_not_wait(tmp_path:
         while not starter._requests.empty():
             os.close(starter._requests.get_nowait()[0])
         os.close(fd)
+
+
+def test_a_segment_that_takes_appends_again_after_a_truncation_reserves_again(
+    open_manager: OpenManager,
+) -> None:
+    log = open_manager().get_or_create("t", 0)
+    log.append_as_leader(make_batch(4, value_size=1000), 0)
+    log.append_as_leader(make_batch(4, value_size=1000), 0)
+    first = log.active_segment.log_path
+    log.roll()
+    log.append_as_leader(make_batch(4, value_size=1000), 0)
+    log.truncate_to(4)  # the second segment goes; the first is active again
+    assert log.active_segment.log_path == first
+    log.append_as_leader(make_batch(4, value_size=1000), 0)
+    assert allocated(first) >= os.stat(first).st_size + RESERVE_WINDOW - 2 * BLOCK

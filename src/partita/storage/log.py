@@ -728,6 +728,8 @@ class PartitionLog:
                 self._base_offsets.pop()
                 removed += segment.size
                 self._schedule_deletion(segment)
+            # A segment that was rolled away from takes appends again: reserve for it.
+            self.active_segment.reserve_window = self._reserve_window()
             try:
                 removed += self.active_segment.truncate_to(offset)
             except OSError as exc:

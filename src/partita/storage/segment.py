@@ -341,7 +341,8 @@ class LogSegment:
 
     def on_become_inactive(self) -> None:
         """Record the final max timestamp in the time index, as Kafka does on roll."""
-        self.release_reservation()
+        with contextlib.suppress(OSError):  # only space is at stake, never data
+            self.release_reservation()
         if self.max_timestamp_so_far >= 0:
             self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
         self.time_index.flush()
