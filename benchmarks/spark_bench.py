@@ -31,7 +31,7 @@ before the rounds, by filling the page cache with a scratch file (vm_memory.py),
 faults. The floor files are kept until every write round is done, so that none hands its
 pages to the next round's broker.
 
-One untimed round of every pass goes first (the JVM's JIT and the workers' imports).
+Two untimed rounds of every pass go first (the JVM's JIT and the workers' imports).
 Every figure is the median over the timed rounds; the ratio to the ceiling that the issue's
 target (>= 60%) is about is the median of each round's ratio (the passes of a round run
 back to back, so a machine that speeds up or slows down between rounds does not skew
@@ -147,8 +147,9 @@ class _Count(WriterCommitMessage):
 
 # Untimed rounds first: the first pass of each kind runs while the JVM still compiles
 # and the Python workers still load their modules (3-4 s where later passes take 0.4-0.7),
-# which made the first round's ratio 86-223% and pulled medians up.
-WARMUP_ROUNDS = 1
+# which made the first round's ratio 86-223% and pulled medians up; with one warm-up
+# round the first timed one still ran the ceilings slow (ratios 80-122%).
+WARMUP_ROUNDS = 2
 
 
 def timed(action: Callable[[], Any]) -> float:
