@@ -121,7 +121,6 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
         self._pending_deletions: list[_PendingDeletion] = []
-        segments[-1].reserve_window = self._reserve_window()
 
     @property
     def name(self) -> str:
@@ -347,7 +346,7 @@ class PartitionLog:
                     f"{self.name}: cannot write leader-epoch checkpoint: {exc}"
                 ) from exc
         try:
-            segment.append(buffers, infos)
+            segment.append(buffers, infos, min(RESERVE_WINDOW, self.config.segment_bytes))
         except OSError as exc:
             self._after_write_failure(segment, exc)
             if new_epoch:
@@ -458,11 +457,7 @@ class PartitionLog:
             index_interval_bytes=self.config.index_interval_bytes,
             max_index_entries=max(1, self.config.segment_index_bytes // 8),
             created_ms=self.clock(),
-            reserve_window=self._reserve_window(),
         )
-
-    def _reserve_window(self) -> int:
-        return min(RESERVE_WINDOW, self.config.segment_bytes)
 
     # -- reads -------------------------------------------------------------------
 
@@ -728,8 +723,6 @@ class PartitionLog:
                 self._base_offsets.pop()
                 removed += segment.size
                 self._schedule_deletion(segment)
-            # A segment that was rolled away from takes appends again: reserve for it.
-            self.active_segment.reserve_window = self._reserve_window()
             try:
                 removed += self.active_segment.truncate_to(offset)
             except OSError as exc:

@@ -82,7 +82,6 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_entries: int,
         created_ms: int,
-        reserve_window: int = 0,
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
@@ -103,10 +102,10 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self.indexes_full = False
         self.unflushed = False
-        # Blocks are reserved up to here (past ``size``) while the segment is active;
-        # a window of 0 means never (inactive segments, or a file system that cannot).
-        self.reserve_window = reserve_window
+        # Blocks are reserved up to here (past ``size``) while appends come; False once
+        # the file system said it cannot reserve.
         self._reserved_end = 0
+        self._reserves = True
         # Bytes before this are written back or on their way (or predate this process).
         self._writeback_from = 0
 
@@ -121,7 +120,6 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_entries: int,
         created_ms: int,
-        reserve_window: int = 0,
     ) -> LogSegment:
         segment = cls(
             directory,
@@ -129,7 +127,6 @@ class LogSegment:
             index_interval_bytes=index_interval_bytes,
             max_index_entries=max_index_entries,
             created_ms=created_ms,
-            reserve_window=reserve_window,
         )
         for path in (segment.log_path, segment.index_path, segment.time_index_path):
             path.unlink(missing_ok=True)
@@ -275,8 +272,14 @@ class LogSegment:
 
     # -- appending ---------------------------------------------------------------
 
-    def append(self, buffers: Sequence[bytes | memoryview], infos: Sequence[BatchInfo]) -> None:
-        """Write already-validated batches at the end of the segment.
+    def append(
+        self,
+        buffers: Sequence[bytes | memoryview],
+        infos: Sequence[BatchInfo],
+        reserve_window: int = 0,
+    ) -> None:
+        """Write already-validated batches at the end of the segment, with disk blocks
+        reserved ``reserve_window`` bytes past them (linux_file_calls says why).
 
         On an I/O error the file is cut back to its previous size before the error is
         raised, so a failed append leaves no partial batch behind.
@@ -285,8 +288,8 @@ class LogSegment:
         for info in infos:
             total += info.size
         fd = self.fd
-        if self.size + total > self._reserved_end and self.reserve_window:
-            self._reserve_past(fd, self.size + total)
+        if self.size + total > self._reserved_end and reserve_window and self._reserves:
+            self._reserve_past(fd, self.size + total, reserve_window)
         try:
             _write_vectors(fd, buffers, total)
         except OSError:
@@ -313,18 +316,18 @@ class LogSegment:
             WRITEBACK.request(fd, self._writeback_from, position - self._writeback_from)
             self._writeback_from = position
 
-    def _reserve_past(self, fd: int, end: int) -> None:
-        """Reserve blocks for this write and a window after it (linux_file_calls says
-        why); a full disk skips a window, a file system that cannot stops it for good."""
+    def _reserve_past(self, fd: int, end: int, window: int) -> None:
+        """Reserve blocks for this write and a window after it; a full disk skips a
+        window, a file system that cannot stops it for good."""
         start = max(self.size, self._reserved_end)
-        reserved = linux_file_calls.reserve(fd, start, end + self.reserve_window - start)
-        if reserved is None:
-            self.reserve_window = 0
-        self._reserved_end = end + self.reserve_window
+        if linux_file_calls.reserve(fd, start, end + window - start) is None:
+            self._reserves = False
+        self._reserved_end = end + window
 
     def release_reservation(self) -> None:
-        """Give back blocks reserved past the end: the segment takes no more appends."""
-        self.reserve_window = 0
+        """Give back blocks reserved past the end: no appends are coming (a roll or a
+        close); an append after all (a truncation made this segment active again)
+        reserves anew."""
         if self._reserved_end > self.size and self._fd is not None:
             linux_file_calls.release(self._fd, self.size)
         self._reserved_end = 0
