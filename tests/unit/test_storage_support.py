@@ -96,6 +96,31 @@ def test_offset_index_lookup_and_truncate(tmp_path: Path) -> None:
         OffsetIndex.load(tmp_path / "0.index", 100, 1000, 10_000)
 
 
+def test_index_files_get_each_entry_once_across_flushes_and_a_deleted_file(
+    tmp_path: Path,
+) -> None:
+    offsets = OffsetIndex(tmp_path / "0.index", 100, 1000)
+    times = TimeIndex(tmp_path / "0.timeindex", 100, 1000)
+    offsets.append(104, 400)
+    times.maybe_append(1_000, 104)
+    for index in (offsets, times):
+        index.flush()
+    offsets.append(110, 900)
+    times.maybe_append(2_000, 110)
+    for index in (offsets, times):
+        index.flush()
+        index.flush()  # nothing new: writes nothing
+    assert OffsetIndex.load(offsets.path, 100, 1000, 10_000).entries() == [(104, 400), (110, 900)]
+    assert TimeIndex.load(times.path, 100, 1000).entries() == [(1_000, 104), (2_000, 110)]
+    # A deleted file is written again in full from memory at the next flush.
+    for index in (offsets, times):
+        index.delete_file()
+        assert not index.path.exists()
+        index.flush()
+    assert OffsetIndex.load(offsets.path, 100, 1000, 10_000).entries() == [(104, 400), (110, 900)]
+    assert TimeIndex.load(times.path, 100, 1000).entries() == [(1_000, 104), (2_000, 110)]
+
+
 def test_time_index_lookup(tmp_path: Path) -> None:
     index = TimeIndex(tmp_path / "0.timeindex", 0, 1000)
     index.maybe_append(100, 4)

@@ -25,7 +25,8 @@ class IndexCorruptError(Exception):
 
 
 class _IndexFile:
-    """Shared plumbing: pending entries are buffered and appended on flush."""
+    """Shared plumbing: entries live in memory, and a flush appends to the file the
+    ones it does not hold yet."""
 
     entry_size: int
 
@@ -33,24 +34,30 @@ class _IndexFile:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max_entries
-        self._pending = bytearray()
         self._written_entries = 0
         self._synced = False
         self._exists = False  # flush() creates the file even when there is no entry yet
 
+    def _encode(self, start: int, stop: int) -> bytes:
+        """Entries ``start`` to ``stop`` in the file's layout. Encoding at flush rather
+        than at append keeps a pack off the append path, which adds an entry per 4 KiB."""
+        raise NotImplementedError
+
     def flush(self, *, sync: bool = False) -> None:
-        """Append pending entries to the file; with ``sync``, also fsync it, but only if
+        """Append unwritten entries to the file; with ``sync``, also fsync it, but only if
         something was written since the last sync (flush.messages=1 must stay cheap)."""
-        if not self._pending and (not sync or self._synced) and self._exists:
+        count = len(self._offsets)
+        unwritten = count > self._written_entries
+        if not unwritten and (not sync or self._synced) and self._exists:
             return
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._exists = True
         try:
-            if self._pending:
-                if os.write(fd, self._pending) != len(self._pending):
+            if unwritten:
+                payload = self._encode(self._written_entries, count)
+                if os.write(fd, payload) != len(payload):
                     raise OSError(errno.ENOSPC, f"short write to {self.path.name}")
-                self._written_entries += len(self._pending) // self.entry_size
-                self._pending.clear()
+                self._written_entries = count
                 self._synced = False
             if sync:
                 os.fsync(fd)
@@ -58,18 +65,20 @@ class _IndexFile:
         finally:
             os.close(fd)
 
-    def _rewrite(self, payload: bytes) -> None:
+    def _rewrite(self) -> None:
+        """Replace the file with the entries in memory (after some were dropped)."""
+        count = len(self._offsets)
         tmp = self.path.with_name(self.path.name + ".tmp")
         with open(tmp, "wb") as f:
-            f.write(payload)
+            f.write(self._encode(0, count))
         os.replace(tmp, self.path)
         self._exists = True
         self._synced = False
-        self._pending.clear()
-        self._written_entries = len(payload) // self.entry_size
+        self._written_entries = count
 
     def delete_file(self) -> None:
-        self._pending.clear()
+        """Remove the file; the entries in memory stay, and the next flush writes them."""
+        self._written_entries = 0
         self._exists = False
         self.path.unlink(missing_ok=True)
 
@@ -132,7 +141,11 @@ class OffsetIndex(_IndexFile):
         self._positions.append(position)
         self._ends.append(end)
         self._bases.append(base)
-        self._pending += _OFFSET_ENTRY.pack(offset - self.base_offset, position)
+
+    def _encode(self, start: int, stop: int) -> bytes:
+        base, pack = self.base_offset, _OFFSET_ENTRY.pack
+        offsets, positions = self._offsets[start:stop], self._positions[start:stop]
+        return b"".join(pack(o - base, p) for o, p in zip(offsets, positions, strict=True))
 
     def scan_start(self, offset: int) -> int:
         """The file position from which a forward scan finds the batch holding ``offset``."""
@@ -191,12 +204,7 @@ class OffsetIndex(_IndexFile):
         del self._positions[keep:]
         del self._ends[keep:]
         del self._bases[keep:]
-        self._rewrite(
-            b"".join(
-                _OFFSET_ENTRY.pack(o - self.base_offset, p)
-                for o, p in zip(self._offsets, self._positions, strict=True)
-            )
-        )
+        self._rewrite()
 
     def entries(self) -> list[tuple[int, int]]:
         return list(zip(self._offsets, self._positions, strict=True))
@@ -240,7 +248,11 @@ class TimeIndex(_IndexFile):
             return
         self._timestamps.append(timestamp)
         self._offsets.append(offset)
-        self._pending += _TIME_ENTRY.pack(timestamp, offset - self.base_offset)
+
+    def _encode(self, start: int, stop: int) -> bytes:
+        base, pack = self.base_offset, _TIME_ENTRY.pack
+        timestamps, offsets = self._timestamps[start:stop], self._offsets[start:stop]
+        return b"".join(pack(t, o - base) for t, o in zip(timestamps, offsets, strict=True))
 
     def lookup_before(self, timestamp: int) -> int:
         """An offset at or before the first record whose timestamp is >= ``timestamp``."""
@@ -262,12 +274,7 @@ class TimeIndex(_IndexFile):
             return
         del self._timestamps[keep:]
         del self._offsets[keep:]
-        self._rewrite(
-            b"".join(
-                _TIME_ENTRY.pack(t, o - self.base_offset)
-                for t, o in zip(self._timestamps, self._offsets, strict=True)
-            )
-        )
+        self._rewrite()
 
     def entries(self) -> list[tuple[int, int]]:
         return list(zip(self._timestamps, self._offsets, strict=True))

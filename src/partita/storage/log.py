@@ -178,8 +178,11 @@ class PartitionLog:
             buffers: list[bytes | memoryview] = []
             infos: list[BatchInfo] = []
             pack_prefix = _PREFIX.pack
+            total = 0
+            max_timestamp = -1
             for pos, header in headers:
                 size = header.batch_length + LOG_OVERHEAD
+                total += size
                 buffers.append(
                     pack_prefix(next_offset, header.batch_length, leader_epoch, MAGIC_V2)
                 )
@@ -193,8 +196,9 @@ class PartitionLog:
                     max_ts = header.max_timestamp
                 last = next_offset + header.last_offset_delta
                 infos.append(BatchInfo(next_offset, last, max_ts, size, leader_epoch))
+                max_timestamp = max(max_timestamp, max_ts)
                 next_offset = last + 1
-            return self._append(buffers, infos, log_append_time)
+            return self._append(buffers, infos, total, max_timestamp, log_append_time)
 
     def _single_batch_fast_path(self, view: memoryview, leader_epoch: int) -> AppendInfo | None:
         """Most produce requests carry one batch per partition: take it without the
@@ -235,7 +239,7 @@ class PartitionLog:
         offset = self.log_end_offset
         prefix = _PREFIX.pack(offset, batch_length, leader_epoch, MAGIC_V2)
         info = BatchInfo(offset, offset + last_delta, max_ts, size, leader_epoch)
-        return self._append([prefix, view[_PREFIX_SIZE:]], [info], -1)
+        return self._append([prefix, view[_PREFIX_SIZE:]], [info], size, max_ts, -1)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches copied from the leader, keeping their offsets and epochs."""
@@ -247,6 +251,7 @@ class PartitionLog:
                 return self._empty_append()
             expected = self.log_end_offset
             infos: list[BatchInfo] = []
+            max_timestamp = -1
             for _pos, header in headers:
                 if header.base_offset < expected:
                     raise InvalidRecordError(
@@ -268,9 +273,10 @@ class PartitionLog:
                         header.partition_leader_epoch,
                     )
                 )
+                max_timestamp = max(max_timestamp, header.max_timestamp)
                 expected = header.next_offset
             start, end = headers[0][0], headers[-1][0] + headers[-1][1].size
-            return self._append([view[start:end]], infos, -1)
+            return self._append([view[start:end]], infos, end - start, max_timestamp, -1)
 
     def _empty_append(self) -> AppendInfo:
         leo = self.log_end_offset
@@ -324,15 +330,16 @@ class PartitionLog:
                 )
 
     def _append(
-        self, buffers: list[bytes | memoryview], infos: list[BatchInfo], log_append_time: int
+        self,
+        buffers: list[bytes | memoryview],
+        infos: list[BatchInfo],
+        total: int,
+        max_timestamp: int,
+        log_append_time: int,
     ) -> AppendInfo:
-        total = 0
-        max_timestamp = -1
-        for info in infos:
-            total += info.size
-            max_timestamp = max(max_timestamp, info.max_timestamp)
-        self._maybe_roll(total, max_timestamp, infos)
-        segment = self.active_segment
+        """Write validated batches of ``total`` bytes whose newest timestamp is
+        ``max_timestamp`` (the callers sum both as they validate)."""
+        segment = self._maybe_roll(self._segments[-1], total, max_timestamp, infos)
         first, last = infos[0].base_offset, infos[-1].last_offset
         # A new leader epoch is checkpointed before the data is written, so that a
         # failure can never leave data behind that the caller was told did not land.
@@ -346,7 +353,7 @@ class PartitionLog:
                     f"{self.name}: cannot write leader-epoch checkpoint: {exc}"
                 ) from exc
         try:
-            segment.append(buffers, infos, min(RESERVE_WINDOW, self.config.segment_bytes))
+            segment.append(buffers, infos, total, min(RESERVE_WINDOW, self.config.segment_bytes))
         except OSError as exc:
             self._after_write_failure(segment, exc)
             if new_epoch:
@@ -403,10 +410,13 @@ class PartitionLog:
 
     # -- rolling -----------------------------------------------------------------
 
-    def _maybe_roll(self, incoming_bytes: int, max_ts: int, infos: list[BatchInfo]) -> None:
-        segment = self.active_segment
+    def _maybe_roll(
+        self, segment: LogSegment, incoming_bytes: int, max_ts: int, infos: list[BatchInfo]
+    ) -> LogSegment:
+        """The segment the incoming batches go to: the active ``segment``, or a new one
+        if they may not join it."""
         if segment.size == 0:
-            return
+            return segment
         config = self.config
         rolling_ts = segment.rolling_based_timestamp
         if rolling_ts is not None and rolling_ts >= 0:
@@ -422,8 +432,9 @@ class PartitionLog:
             reason = "segment.index.bytes"
         elif infos[-1].last_offset - segment.base_offset > _MAX_RELATIVE_OFFSET:
             reason = "relative offset overflow"
-        if reason is not None:
-            self._roll(infos[0].base_offset, reason)
+        if reason is None:
+            return segment
+        return self._roll(infos[0].base_offset, reason)
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (a no-op if it is empty)."""

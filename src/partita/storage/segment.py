@@ -276,17 +276,16 @@ class LogSegment:
         self,
         buffers: Sequence[bytes | memoryview],
         infos: Sequence[BatchInfo],
+        total: int,
         reserve_window: int = 0,
     ) -> None:
-        """Write already-validated batches at the end of the segment, with disk blocks
-        reserved ``reserve_window`` bytes past them (linux_file_calls says why).
+        """Write already-validated batches, ``total`` bytes in all, at the end of the
+        segment, with disk blocks reserved ``reserve_window`` bytes past them
+        (linux_file_calls says why).
 
         On an I/O error the file is cut back to its previous size before the error is
         raised, so a failed append leaves no partial batch behind.
         """
-        total = 0
-        for info in infos:
-            total += info.size
         fd = self.fd
         if self.size + total > self._reserved_end and reserve_window and self._reserves:
             self._reserve_past(fd, self.size + total, reserve_window)
@@ -483,9 +482,7 @@ class LogSegment:
         self.indexes_full = offset_index.is_full or time_index.is_full
         # Only now that the log could be read are the old files replaced.
         for index in (offset_index, time_index):
-            pending = bytes(index._pending)
             index.delete_file()
-            index._pending += pending
             index.flush()
         self._offset_index, self._time_index = offset_index, time_index
 
