@@ -54,6 +54,7 @@ from partita.client.producer import AsyncProducer, RecordMetadata
 from partita.errors import KafkaError
 from partita.protocol.bulk_records import encode_record_sets
 from partita.spark.options import OptionError, SinkOptions
+from partita.spark.producer_cache import PRODUCERS
 from partita.spark.worker_gc import freeze_loaded_modules
 
 HEADER_BATCH = "spark.batch.id"
@@ -168,7 +169,10 @@ def _rows_by_partition(
 
 
 async def produce_batches(
-    options: SinkOptions, batches: Iterator[pa.RecordBatch], origin: list[tuple[str, bytes]]
+    producer: AsyncProducer,
+    options: SinkOptions,
+    batches: Iterator[pa.RecordBatch],
+    origin: list[tuple[str, bytes]],
 ) -> int:
     """Produce every row; returns the row count once all are acknowledged.
 
@@ -176,18 +180,15 @@ async def produce_batches(
     record set at a time; anything else goes record by record through ``send``."""
     delivery = _Delivery()
     written = 0
-    async with AsyncProducer(options.bootstrap_servers, **options.producer) as producer:
-        bulk = isinstance(producer.partitioner, DefaultPartitioner)
-        for batch in batches:
-            sent = False
-            if bulk and options.topic and batch.schema.get_field_index("headers") < 0:
-                sent = await _produce_bulk(
-                    producer, delivery, options.topic, batch, origin, written
-                )
-            if not sent:
-                await _produce_rows(producer, delivery, options, batch, origin, written)
-            written += batch.num_rows
-        await producer.flush()
+    bulk = isinstance(producer.partitioner, DefaultPartitioner)
+    for batch in batches:
+        sent = False
+        if bulk and options.topic and batch.schema.get_field_index("headers") < 0:
+            sent = await _produce_bulk(producer, delivery, options.topic, batch, origin, written)
+        if not sent:
+            await _produce_rows(producer, delivery, options, batch, origin, written)
+        written += batch.num_rows
+    await producer.flush()
     if delivery.failures:
         raise KafkaError(
             f"{len(delivery.failures)} batches were not written: {delivery.failures[0]}"
@@ -287,7 +288,9 @@ def _write(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id: st
         (HEADER_BATCH, (_streaming_batch(context) or batch_id).encode()),
         (HEADER_TASK, str(task).encode()),
     ]
-    rows = asyncio.run(produce_batches(options, batches, origin))
+    rows = PRODUCERS.run(
+        options, lambda producer: produce_batches(producer, options, batches, origin)
+    )
     return WrittenRows(task=task, attempt=attempt, rows=rows)
 
 
