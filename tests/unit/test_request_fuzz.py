@@ -222,15 +222,30 @@ def valid_requests(draw: Any) -> tuple[Any, bytes]:
     return request, bytes(request.encode(header=True))
 
 
-def as_tree(obj: Any, version: int) -> Any:
-    """The fields a request has in ``version``, as plain data (for comparisons)."""
+def schema(key: int) -> Any:
+    """The request fields of API ``key``, from kafka-python's schema."""
+    return SUPPORTED[key].request._struct._fields
+
+
+def as_tree(obj: Any, version: int, fields: Any = None) -> Any:
+    """The fields a request has in ``version``, as plain data (for comparisons). The
+    schema's ``fields`` default to the object's own kafka-python struct; partita's hand
+    decoders return plain objects with the same field names, walked by the schema."""
+    if obj is None:
+        return None
     if isinstance(obj, list):
-        return [as_tree(item, version) for item in obj]
-    fields = getattr(type(obj), "_struct", None)
+        return [as_tree(item, version, fields) for item in obj]
+    if fields is None:
+        struct_ = getattr(type(obj), "_struct", None)
+        fields = struct_._fields if struct_ is not None else None
     if fields is not None:
         return {
-            f.name: as_tree(getattr(obj, f.name), version)
-            for f in fields._fields
+            f.name: as_tree(
+                getattr(obj, f.name),
+                version,
+                f._fields if f.is_struct_array() or f.is_struct() else None,
+            )
+            for f in fields
             if f.for_version_q(version)
         }
     if isinstance(obj, memoryview | bytearray):
@@ -249,10 +264,10 @@ def decode_or_reject(frame: bytes) -> Any:
     return body
 
 
-def null_violations(obj: Any, version: int, path: str = "") -> list[str]:
+def null_violations(obj: Any, version: int, path: str = "", fields: Any = None) -> list[str]:
     """Fields that hold None although the schema does not allow null in ``version``."""
     out: list[str] = []
-    for f in type(obj)._struct._fields:
+    for f in fields if fields is not None else type(obj)._struct._fields:
         if not f.for_version_q(version) or f.tagged_field_q(version):
             continue
         if not (f.is_array() or f.is_struct() or f.type_str in ("string", "bytes", "records")):
@@ -264,9 +279,9 @@ def null_violations(obj: Any, version: int, path: str = "") -> list[str]:
                 out.append(here)
         elif f.is_struct_array():
             for i, item in enumerate(value):
-                out += null_violations(item, version, f"{here}[{i}].")
+                out += null_violations(item, version, f"{here}[{i}].", f._fields)
         elif f.is_struct():
-            out += null_violations(value, version, f"{here}.")
+            out += null_violations(value, version, f"{here}.", f._fields)
     return out
 
 
@@ -369,7 +384,7 @@ def test_whatever_decodes_respects_nullability(api: tuple[int, int], body: bytes
         prefix += b"\x00"
     result = decode_or_reject(prefix + body)
     if not isinstance(result, Exception):
-        assert null_violations(result, version) == []
+        assert null_violations(result, version, fields=schema(key)) == []
 
 
 # -- (b) valid requests and their mutations -----------------------------------------------
@@ -383,7 +398,7 @@ def test_every_supported_version_round_trips(key: int, version: int) -> None:
     assert (header.api_key, header.api_version) == (key, version)
     assert (header.correlation_id, header.client_id) == (7, "partita-test")
     assert spec is SUPPORTED[key]
-    assert as_tree(body, version) == as_tree(request, version)
+    assert as_tree(body, version, schema(key)) == as_tree(request, version)
 
 
 @FUZZ
@@ -396,8 +411,8 @@ def test_valid_requests_round_trip(case: tuple[Any, bytes]) -> None:
     assert header.correlation_id == request.header.correlation_id
     assert header.client_id == request.header.client_id
     assert spec.key == request.API_KEY
-    assert as_tree(body, version) == as_tree(request, version)
-    assert null_violations(body, version) == []
+    assert as_tree(body, version, schema(spec.key)) == as_tree(request, version)
+    assert null_violations(body, version, fields=schema(spec.key)) == []
 
 
 @settings(FUZZ, max_examples=60)
@@ -424,7 +439,7 @@ def test_trailing_bytes_are_refused_or_ignored(case: tuple[Any, bytes], trailer:
     assert (header.api_key, header.api_version) == (request.API_KEY, version)
     assert header.correlation_id == request.header.correlation_id
     assert header.client_id == request.header.client_id
-    assert as_tree(body, version) == as_tree(request, version)
+    assert as_tree(body, version, schema(request.API_KEY)) == as_tree(request, version)
 
 
 @FUZZ

@@ -1,7 +1,9 @@
 """Decoding request frames and encoding response frames.
 
 The request header is parsed by hand (kafka-python's own header decoding copies the whole
-frame); the body is decoded with kafka-python's compiled decoder for the exact version.
+frame); the body is decoded with kafka-python's compiled decoder for the exact version,
+except a ProduceRequest's, which ``produce_request_body`` decodes leaving its record sets
+in the frame.
 A body that runs past the end of the frame is malformed: kafka-python does not notice a
 ``bytes`` field cut short, so we check the end offset ourselves.
 """
@@ -13,6 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from partita.protocol.api import SUPPORTED, ApiKey, ApiSpec
+from partita.protocol.produce_request_body import decode_produce_request
+from partita.protocol.wire import MalformedRequestError, encode_uvarint, skip_tagged_fields
+
+# Defined in wire (which the body decoders import without a cycle); imported from here
+# by the rest of partita.
+__all__ = ["MalformedRequestError", "encode_uvarint", "skip_tagged_fields"]
 
 _HEADER = struct.Struct(">hhi")
 _INT16 = struct.Struct(">h")
@@ -27,10 +35,6 @@ class RequestHeader:
     client_id: str | None
 
 
-class MalformedRequestError(Exception):
-    """The frame cannot be understood; the connection should be closed."""
-
-
 class UnsupportedRequestError(Exception):
     """Unknown API key or a version partita does not implement."""
 
@@ -39,41 +43,6 @@ class UnsupportedRequestError(Exception):
         super().__init__(f"unsupported request: {name} v{header.api_version}")
         self.header = header
         self.spec = spec
-
-
-def encode_uvarint(n: int) -> bytes:
-    """An unsigned varint: the lengths and counts of flexible versions (KIP-482)."""
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _read_uvarint(view: memoryview, pos: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        if pos >= len(view):
-            raise MalformedRequestError("varint runs past the end of the frame")
-        byte = view[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 35:
-            raise MalformedRequestError("varint is too long")
-
-
-def skip_tagged_fields(view: memoryview, pos: int) -> int:
-    """The position after a tagged-field section (KIP-482) starting at ``pos``."""
-    count, pos = _read_uvarint(view, pos)
-    for _ in range(count):
-        _, pos = _read_uvarint(view, pos)
-        size, pos = _read_uvarint(view, pos)
-        pos += size
-    return pos
 
 
 def decode_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]:
@@ -105,6 +74,8 @@ def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, ApiSpec, A
     view = memoryview(frame)
     if flexible:  # request header v2: skip its tagged fields
         pos = skip_tagged_fields(view, pos)
+    if header.api_key == ApiKey.PRODUCE:
+        return header, spec, decode_produce_request(view, pos, header.api_version)
     decode = spec.request._struct.compiled_decode_from(
         header.api_version, compact=flexible, tagged=flexible, data_class=spec.request[None]
     )
