@@ -23,7 +23,7 @@ def test_varint_table_matches_the_reference_encoder() -> None:
         assert varint(n) == bytes(reference)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(
     st.lists(
         st.tuples(
@@ -36,12 +36,18 @@ def test_varint_table_matches_the_reference_encoder() -> None:
     st.sampled_from([256, 4096, 1 << 20]),
     st.sampled_from(list(Compression)),
     st.booleans(),
+    # Row numbers cross every digit count, including the powers of ten.
+    st.one_of(
+        st.sampled_from([0, 1, 8, 9, 10, 95, 99, 100, 990, 9_999_990, 10**18 - 30]),
+        st.integers(0, 2**62),
+    ),
 )
 def test_record_sets_decode_to_the_rows_given(
     rows: list[tuple[bytes | None, bytes | None]],
     max_bytes: int,
     codec: Compression,
     with_headers: bool,
+    row_base: int,
 ) -> None:
     keys = [k for k, _v in rows]
     values = [v for _k, v in rows]
@@ -52,7 +58,7 @@ def test_record_sets_decode_to_the_rows_given(
         np.array(chosen, dtype=np.int64),
         shared_headers=SHARED if with_headers else (),
         row_header="row" if with_headers else None,
-        row_base=1000,
+        row_base=row_base,
         max_bytes=max_bytes,
     )
     seen: list[int] = []
@@ -79,7 +85,7 @@ def test_record_sets_decode_to_the_rows_given(
             assert mine.key == other.key == keys[row]
             assert mine.value == other.value == values[row]
             assert mine.timestamp == 1_700_000_000_000
-            expected = [*SHARED, ("row", str(1000 + row).encode())] if with_headers else []
+            expected = [*SHARED, ("row", str(row_base + row).encode())] if with_headers else []
             assert mine.headers == expected
             assert list(other.headers) == expected
     assert seen == chosen
