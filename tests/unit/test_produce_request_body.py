@@ -9,8 +9,9 @@ import struct
 import pytest
 from kafka.protocol.producer import ProduceRequest
 
-from partita.protocol.codec import MalformedRequestError, decode_request
+from partita.protocol.codec import decode_request
 from partita.protocol.produce_request_body import ProduceRequestBody, decode_produce_request
+from partita.protocol.wire import MalformedRequestError
 
 Topic = ProduceRequest.TopicProduceData
 Partition = Topic.PartitionProduceData

@@ -25,12 +25,9 @@ from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
 from partita.protocol.api import SUPPORTED, ApiKey
-from partita.protocol.codec import (
-    MalformedRequestError,
-    UnsupportedRequestError,
-    decode_request,
-)
+from partita.protocol.codec import UnsupportedRequestError, decode_request
 from partita.protocol.frames import FrameReceiver
+from partita.protocol.wire import MalformedRequestError
 
 REJECTIONS = (MalformedRequestError, UnsupportedRequestError)
 

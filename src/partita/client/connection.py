@@ -21,8 +21,8 @@ from typing import Any
 
 from partita.errors import KafkaError
 from partita.protocol.api import response_class_for_key
-from partita.protocol.codec import skip_tagged_fields
 from partita.protocol.frames import FrameReceiver
+from partita.protocol.wire import skip_tagged_fields
 
 
 class ConnectionLostError(KafkaError):

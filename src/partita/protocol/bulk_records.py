@@ -17,9 +17,9 @@ import numba
 import numpy as np
 import pyarrow as pa
 
-from partita.protocol.codec import encode_uvarint
 from partita.protocol.record_batch import HEADER_SIZE
 from partita.protocol.record_sets import RecordSet
+from partita.protocol.wire import encode_uvarint
 
 _NULL_LENGTH = -1
 # Unsigned on purpose: numba compares a uint64 with a signed int64 as float64.

@@ -16,11 +16,7 @@ from typing import Any
 
 from partita.protocol.api import SUPPORTED, ApiKey, ApiSpec
 from partita.protocol.produce_request_body import decode_produce_request
-from partita.protocol.wire import MalformedRequestError, encode_uvarint, skip_tagged_fields
-
-# Defined in wire (which the body decoders import without a cycle); imported from here
-# by the rest of partita.
-__all__ = ["MalformedRequestError", "encode_uvarint", "skip_tagged_fields"]
+from partita.protocol.wire import MalformedRequestError, skip_tagged_fields
 
 _HEADER = struct.Struct(">hhi")
 _INT16 = struct.Struct(">h")

@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass
 
 from partita.errors import CorruptRecordError
-from partita.protocol.codec import encode_uvarint
+from partita.protocol.wire import encode_uvarint
 from partita.storage.file_region import FileRegion
 
 _I16 = struct.Struct(">h")

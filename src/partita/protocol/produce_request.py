@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-from partita.protocol.codec import encode_uvarint
+from partita.protocol.wire import encode_uvarint
 
 _HEADER = struct.Struct(">ihhih")  # frame size, api key, version, correlation id, id length
 _ACKS_TIMEOUT = struct.Struct(">hi")

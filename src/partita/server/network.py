@@ -18,7 +18,6 @@ from typing import IO, Any, cast
 
 from partita.protocol.api import ApiKey
 from partita.protocol.codec import (
-    MalformedRequestError,
     RequestHeader,
     UnsupportedRequestError,
     decode_request,
@@ -26,6 +25,7 @@ from partita.protocol.codec import (
     encode_response,
 )
 from partita.protocol.frames import FrameReceiver
+from partita.protocol.wire import MalformedRequestError
 from partita.server.broker import Broker
 from partita.server.closing import CloseConnectionError
 from partita.server.dispatch import HANDLERS
