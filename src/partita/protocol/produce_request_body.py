@@ -62,14 +62,15 @@ class _Body:
         self.pos += layout.size
         return values
 
-    def length(self, what: str) -> int:
-        """A string, bytes or array length; -1 means null."""
+    def _length(self, field: str, width: struct.Struct) -> int:
+        """A length prefix: an unsigned varint of the length + 1 in flexible versions,
+        else a signed integer of ``width``. -1 means null."""
         if self.flexible:
             encoded, self.pos = read_uvarint(self.view, self.pos)
             return encoded - 1
-        (length,) = self.fixed(_I32 if what != "string" else _I16)
+        (length,) = self.fixed(width)
         if length < -1:
-            raise MalformedRequestError(f"produce request: {what} length {length}")
+            raise MalformedRequestError(f"produce request: {field} has length {length}")
         return length
 
     def take(self, size: int) -> memoryview:
@@ -82,19 +83,27 @@ class _Body:
         self.pos = end
         return data
 
-    def string(self, field: str, *, nullable: bool = False) -> str | None:
-        size = self.length("string")
+    def nullable_string(self, field: str) -> str | None:
+        size = self._length(field, _I16)
         if size == -1:
-            if nullable:
-                return None
-            raise MalformedRequestError(f"produce request: {field} is null but may not be")
+            return None
         try:
             return str(self.take(size), "utf-8")
         except UnicodeDecodeError:
             raise MalformedRequestError(f"produce request: {field} is not UTF-8") from None
 
+    def string(self, field: str) -> str:
+        value = self.nullable_string(field)
+        if value is None:
+            raise MalformedRequestError(f"produce request: {field} is null but may not be")
+        return value
+
+    def nullable_bytes(self, field: str) -> memoryview | None:
+        size = self._length(field, _I32)
+        return None if size == -1 else self.take(size)
+
     def count(self, field: str) -> int:
-        size = self.length("array")
+        size = self._length(field, _I32)
         if size == -1:
             raise MalformedRequestError(f"produce request: {field} is null but may not be")
         return size
@@ -109,17 +118,15 @@ class _Body:
 def decode_produce_request(view: memoryview, pos: int, version: int) -> ProduceRequestBody:
     """The body starting at ``pos`` of a ProduceRequest of ``version`` (3-10)."""
     body = _Body(view, pos, flexible=version >= FIRST_FLEXIBLE_VERSION)
-    transactional_id = body.string("transactional_id", nullable=True)
+    transactional_id = body.nullable_string("transactional_id")
     acks, timeout_ms = body.fixed(_ACKS_TIMEOUT)
     topics: list[ProduceTopicData] = []
     for _ in range(body.count("topic_data")):
         name = body.string("topic_data.name")
-        assert name is not None
         partitions: list[ProducePartitionData] = []
         for _ in range(body.count("topic_data.partition_data")):
             (index,) = body.fixed(_I32)
-            size = body.length("bytes")
-            records = None if size == -1 else body.take(size)
+            records = body.nullable_bytes("topic_data.partition_data.records")
             body.end_of_struct()
             partitions.append(ProducePartitionData(index, records))
         body.end_of_struct()
