@@ -91,8 +91,8 @@ class _IndexFile:
         # From the array itself, not len(self): this runs on every indexed append.
         return len(self._offsets) >= self.max_entries
 
-    def __len__(self) -> int:  # pragma: no cover - overridden
-        raise NotImplementedError
+    def __len__(self) -> int:
+        return len(self._offsets)
 
 
 class OffsetIndex(_IndexFile):
@@ -108,9 +108,6 @@ class OffsetIndex(_IndexFile):
         # In memory only: the indexed batch's base offset (-1 if unknown, as ends are).
         # With its end, a fetch that starts inside the batch needs no read to find it.
         self._bases = array("q")
-
-    def __len__(self) -> int:
-        return len(self._offsets)
 
     @classmethod
     def load(cls, path: Path, base_offset: int, max_entries: int, log_size: int) -> OffsetIndex:
@@ -217,9 +214,6 @@ class TimeIndex(_IndexFile):
         super().__init__(path, base_offset, max_entries)
         self._timestamps = array("q")
         self._offsets = array("q")
-
-    def __len__(self) -> int:
-        return len(self._timestamps)
 
     @classmethod
     def load(cls, path: Path, base_offset: int, max_entries: int) -> TimeIndex:

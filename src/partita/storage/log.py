@@ -339,7 +339,7 @@ class PartitionLog:
     ) -> AppendInfo:
         """Write validated batches of ``total`` bytes whose newest timestamp is
         ``max_timestamp`` (the callers sum both as they validate)."""
-        segment = self._maybe_roll(self._segments[-1], total, max_timestamp, infos)
+        segment = self._maybe_roll(total, max_timestamp, infos)
         first, last = infos[0].base_offset, infos[-1].last_offset
         # A new leader epoch is checkpointed before the data is written, so that a
         # failure can never leave data behind that the caller was told did not land.
@@ -410,11 +410,10 @@ class PartitionLog:
 
     # -- rolling -----------------------------------------------------------------
 
-    def _maybe_roll(
-        self, segment: LogSegment, incoming_bytes: int, max_ts: int, infos: list[BatchInfo]
-    ) -> LogSegment:
-        """The segment the incoming batches go to: the active ``segment``, or a new one
-        if they may not join it."""
+    def _maybe_roll(self, incoming_bytes: int, max_ts: int, infos: list[BatchInfo]) -> LogSegment:
+        """The segment the incoming batches go to: the active one, or a new one if they
+        may not join it."""
+        segment = self.active_segment
         if segment.size == 0:
             return segment
         config = self.config

@@ -277,7 +277,7 @@ class LogSegment:
         buffers: Sequence[bytes | memoryview],
         infos: Sequence[BatchInfo],
         total: int,
-        reserve_window: int = 0,
+        reserve_window: int,
     ) -> None:
         """Write already-validated batches, ``total`` bytes in all, at the end of the
         segment, with disk blocks reserved ``reserve_window`` bytes past them
@@ -287,7 +287,7 @@ class LogSegment:
         raised, so a failed append leaves no partial batch behind.
         """
         fd = self.fd
-        if self.size + total > self._reserved_end and reserve_window and self._reserves:
+        if self.size + total > self._reserved_end and self._reserves:
             self._reserve_past(fd, self.size + total, reserve_window)
         try:
             _write_vectors(fd, buffers, total)
