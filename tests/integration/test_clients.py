@@ -120,7 +120,8 @@ def test_aiokafka_roundtrip(broker: BrokerProcess) -> None:
             consumer.assign([AioTopicPartition("aio", 0)])
             await consumer.seek_to_beginning()
             while len(out) < 100:
-                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=500), 10)
+                async with asyncio.timeout(10):
+                    batch = await consumer.getmany(timeout_ms=500)
                 for messages in batch.values():
                     out += [(m.offset, m.value) for m in messages]
         finally:

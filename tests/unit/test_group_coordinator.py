@@ -216,3 +216,18 @@ def test_offset_records_roundtrip_and_partitioning() -> None:
     assert parse_offset_value(offset_value(value)) == value
     expiring = CommittedOffset(9, -1, "", 1000, 5000)
     assert parse_offset_value(offset_value(expiring)) == expiring
+
+
+def test_rebalances_and_removals_are_logged_with_their_reason(caplog: Any) -> None:
+    caplog.set_level("INFO", logger="partita.coordinator.group")
+    h = Harness()
+    a = h.join_new("a")
+    h.core.sync("g", 1, a, None, None, None, {a: b"x"}, "sa", h.now)
+    b = h.join_new("b")
+    h.tick(11_000)  # a never rejoined nor heartbeated: its session ran out
+    events = [(r.getMessage(), getattr(r, "reason", None)) for r in caplog.records]
+    assert ("preparing to rebalance group", f"member {b} joined") in events
+    assert ("removing member from group", "session timed out") in events
+    stabilized = [r for r in caplog.records if r.getMessage() == "stabilized group"]
+    # b alone once a is gone: it leads generation 2
+    assert [(r.generation, r.leader, r.members) for r in stabilized] == [(1, a, 1), (2, b, 1)]  # type: ignore[attr-defined]

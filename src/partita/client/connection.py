@@ -161,10 +161,10 @@ class BrokerConnection:
 
     async def connect(self, timeout: float = 10.0) -> None:
         loop = asyncio.get_running_loop()
-        _transport, protocol = await asyncio.wait_for(
-            loop.create_connection(lambda: ResponseFrames(self._on_frame), self.host, self.port),
-            timeout,
-        )
+        async with asyncio.timeout(timeout):
+            _transport, protocol = await loop.create_connection(
+                lambda: ResponseFrames(self._on_frame), self.host, self.port
+            )
         self._protocol = protocol
         protocol.lost.add_done_callback(self._on_lost)
 
@@ -216,11 +216,15 @@ class BrokerConnection:
         """Wait until what was sent is written out, then for the answer ``future`` is for."""
         assert self._protocol is not None
         try:
-            # A peer that stops reading must not hold the writer past the timeout either.
-            await asyncio.wait_for(self._protocol.drain(), self.request_timeout)
-            if future is None:
-                return None
-            return await asyncio.wait_for(asyncio.shield(future), self.request_timeout)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel that
+            # lands just after the answer arrived (gh-86296), and a heartbeat task that
+            # ignored its cancel kept a consumer's stop() waiting forever.
+            async with asyncio.timeout(self.request_timeout):
+                # A peer that stops reading must not hold the writer past the timeout.
+                await self._protocol.drain()
+                if future is None:
+                    return None
+                return await asyncio.shield(future)
         except TimeoutError:
             # A response may still come; this connection can no longer be trusted in order.
             await self.close()

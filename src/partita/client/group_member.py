@@ -153,6 +153,7 @@ class GroupMember:
         self.needs_rejoin = True
         self._coordinator: BrokerConnection | None = None
         self._heartbeat: asyncio.Task[None] | None = None
+        self._leaving = False
 
     # -- subscription --------------------------------------------------------------
 
@@ -324,12 +325,17 @@ class GroupMember:
     # -- heartbeats ----------------------------------------------------------------
 
     def _start_heartbeat(self) -> None:
+        self._leaving = False
         if self._heartbeat is None or self._heartbeat.done():
             self._heartbeat = asyncio.create_task(self._heartbeat_forever())
 
     async def _heartbeat_forever(self) -> None:
+        # Stops on cancel, and also on ``_leaving``: a cancel can still be lost inside a
+        # library call, and a heartbeat that outlives leave() would keep stop() waiting.
         while True:
             await asyncio.sleep(self.heartbeat_interval)
+            if self._leaving:
+                return
             if self.needs_rejoin:
                 continue
             try:
@@ -410,6 +416,7 @@ class GroupMember:
             raise GroupError(errors[0], f"offset commit failed with error {errors[0]}")
 
     async def leave(self) -> None:
+        self._leaving = True
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -381,7 +381,8 @@ class AsyncProducer:
             oldest = min(b.created for b in self._open.values())
             timeout = max(0.0, oldest + self.linger - time.monotonic())
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._wake.wait()
         self._wake.clear()
 
     async def _dispatch(self, leader: int, batches: list[_Batch]) -> None:

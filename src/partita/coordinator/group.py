@@ -18,6 +18,7 @@ generation checks on heartbeats, syncs and offset commits.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,10 @@ from enum import Enum
 from typing import Any
 
 from partita.coordinator.consumer_protocol import subscription_topics
+
+# Rebalances are logged at INFO, as Kafka's GroupCoordinator logs them: a stuck or
+# looping rebalance is the first thing an operator needs to see, and says who it waits for.
+log = logging.getLogger(__name__)
 
 NONE = 0
 COORDINATOR_NOT_AVAILABLE = 15
@@ -294,12 +299,15 @@ class GroupCoordinator:
             if same:
                 return self._join_result(group, member)
             self._update_member(member, req, handle)
-            self._prepare_rebalance(group, now)
+            self._prepare_rebalance(
+                group, now, f"member {member.member_id} rejoined with new metadata"
+            )
             return None
         if group.state is GroupState.STABLE:
             if member.member_id == group.leader_id or not same:
                 self._update_member(member, req, handle)
-                self._prepare_rebalance(group, now)
+                why = "the leader rejoined" if same else "a member rejoined with new metadata"
+                self._prepare_rebalance(group, now, f"{why} ({member.member_id})")
                 return None
             member.heartbeat_deadline = now + member.session_timeout_ms
             return self._join_result(group, member)
@@ -338,7 +346,7 @@ class GroupCoordinator:
             group.leader_id = member_id
         if group.state is GroupState.PREPARING_REBALANCE and group.initial_delay_active:
             group.new_member_added = True
-        self._prepare_rebalance(group, now)
+        self._prepare_rebalance(group, now, f"member {member_id} joined")
 
     def _replace_static_member(
         self, group: Group, req: JoinRequest, old_id: str, new_id: str, handle: Any, now: int
@@ -371,12 +379,22 @@ class GroupCoordinator:
         if group.state is GroupState.PREPARING_REBALANCE:
             self._maybe_complete_join(group, now)
         else:
-            self._prepare_rebalance(group, now)
+            self._prepare_rebalance(group, now, f"static member {new_id} replaced {old_id}")
         return None
 
     # -- rebalancing -------------------------------------------------------------
 
-    def _prepare_rebalance(self, group: Group, now: int) -> None:
+    def _prepare_rebalance(self, group: Group, now: int, reason: str) -> None:
+        if group.state is not GroupState.PREPARING_REBALANCE:
+            log.info(
+                "preparing to rebalance group",
+                extra={
+                    "group": group.group_id,
+                    "state": group.state.value,
+                    "generation": group.generation,
+                    "reason": reason,
+                },
+            )
         if group.state is GroupState.COMPLETING_REBALANCE:
             for member in group.members.values():
                 member.assignment = b""
@@ -410,7 +428,9 @@ class GroupCoordinator:
     def _complete_join(self, group: Group, now: int) -> None:
         for member in list(group.members.values()):
             if member.join_waiter is None and member.instance_id is None:
-                self._remove_member(group, member.member_id, now, rebalance=False)
+                self._remove_member(
+                    group, member.member_id, now, "did not rejoin in time", rebalance=False
+                )
         leader = group.members.get(group.leader_id or "")
         if group.members and (leader is None or leader.join_waiter is None):
             joined = [m for m in group.members.values() if m.join_waiter is not None]
@@ -427,6 +447,16 @@ class GroupCoordinator:
             return
         group.protocol_name = group.select_protocol()
         self._transition(group, GroupState.COMPLETING_REBALANCE, now)
+        log.info(
+            "stabilized group",
+            extra={
+                "group": group.group_id,
+                "generation": group.generation,
+                "protocol": group.protocol_name,
+                "leader": group.leader_id,
+                "members": len(group.members),
+            },
+        )
         for member in group.members.values():
             if member.join_waiter is not None:
                 waiter, member.join_waiter = member.join_waiter, None
@@ -437,11 +467,15 @@ class GroupCoordinator:
         group.sync_deadline = now + group.rebalance_timeout_ms
 
     def _remove_member(
-        self, group: Group, member_id: str, now: int, *, rebalance: bool = True
+        self, group: Group, member_id: str, now: int, reason: str, *, rebalance: bool = True
     ) -> None:
         member = group.members.pop(member_id, None)
         if member is None:
             return
+        log.info(
+            "removing member from group",
+            extra={"group": group.group_id, "member": member_id, "reason": reason},
+        )
         if member.join_waiter is not None:
             self.deliver(member.join_waiter, JoinResult(UNKNOWN_MEMBER_ID, member_id=member_id))
         if member.sync_waiter is not None:
@@ -457,7 +491,7 @@ class GroupCoordinator:
         if not rebalance:
             return
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(group, now)
+            self._prepare_rebalance(group, now, f"member {member_id} left: {reason}")
         elif group.state is GroupState.PREPARING_REBALANCE:
             self._maybe_complete_join(group, now)
 
@@ -502,6 +536,10 @@ class GroupCoordinator:
         member.sync_waiter = handle
         group.pending_sync.discard(member_id)
         if member_id == group.leader_id:
+            log.info(
+                "assignment received from the leader",
+                extra={"group": group_id, "generation": generation, "members": len(group.members)},
+            )
             for m in group.members.values():
                 m.assignment = assignments.get(m.member_id, b"")
             self._transition(group, GroupState.STABLE, now)
@@ -562,7 +600,7 @@ class GroupCoordinator:
                 if error:
                     results.append(error)
                     continue
-            self._remove_member(group, member_id, now)
+            self._remove_member(group, member_id, now, "LeaveGroup")
             results.append(NONE)
         return results
 
@@ -582,8 +620,10 @@ class GroupCoordinator:
                     and member.join_waiter is not None
                     and now >= member.new_member_deadline
                 )
-                if expired or (not waiting and now >= member.heartbeat_deadline):
-                    self._remove_member(group, member.member_id, now)
+                if expired:
+                    self._remove_member(group, member.member_id, now, "new member join timed out")
+                elif not waiting and now >= member.heartbeat_deadline:
+                    self._remove_member(group, member.member_id, now, "session timed out")
             if (
                 group.state is GroupState.PREPARING_REBALANCE
                 and group.join_deadline is not None
@@ -607,9 +647,11 @@ class GroupCoordinator:
                 and now >= group.sync_deadline
             ):
                 for member_id in list(group.pending_sync):
-                    self._remove_member(group, member_id, now, rebalance=False)
+                    self._remove_member(
+                        group, member_id, now, "no SyncGroup in time", rebalance=False
+                    )
                 group.pending_sync.clear()
-                self._prepare_rebalance(group, now)
+                self._prepare_rebalance(group, now, "members missed the sync deadline")
 
     # -- offsets -----------------------------------------------------------------
 

@@ -27,7 +27,8 @@ async def _maintenance(broker: Broker, stop: asyncio.Event) -> None:
     next_checkpoint = time.monotonic() + checkpoint_every
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), _TICK_SECONDS)
+            async with asyncio.timeout(_TICK_SECONDS):
+                await stop.wait()
         if stop.is_set():
             return
         now = time.monotonic()

@@ -128,7 +128,8 @@ async def _close_quietly(producer: AsyncProducer) -> None:
     # Only for producers with nothing left to deliver (idle, or failed: the task reports
     # the failure itself), so an error here has nothing more to tell.
     try:
-        await asyncio.wait_for(producer.stop(), CLOSE_TIMEOUT_S)
+        async with asyncio.timeout(CLOSE_TIMEOUT_S):
+            await producer.stop()
     except Exception as exc:
         log.debug("closing a cached producer failed", extra={"error": str(exc)})
         with contextlib.suppress(Exception):

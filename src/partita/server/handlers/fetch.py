@@ -141,7 +141,8 @@ async def handle(broker: Broker, header: RequestHeader, request: Any) -> list[by
         for partition in attempt.partitions:
             partition.waiters.add(waiter)
         try:
-            await asyncio.wait_for(waiter, remaining)
+            async with asyncio.timeout(remaining):
+                await waiter
         except TimeoutError:
             pass
         finally:
