@@ -119,6 +119,23 @@ def test_segments_roll_by_bytes_and_keep_reads_whole(open_manager: OpenManager) 
         assert offsets_of(log, start)[0] <= start
 
 
+def test_segments_roll_when_their_indexes_are_full(open_manager: OpenManager) -> None:
+    # Five entries per index; every batch after a segment's first is indexed, and each
+    # has a newer timestamp, so both indexes fill together: six batches per segment.
+    config = LogConfig(segment_index_bytes=5 * 8, index_interval_bytes=1)
+    log = open_manager(config).get_or_create("t", 0)
+    fill(log, 20)
+    assert [s.base_offset for s in log.segments] == [0, 18, 36, 54]
+    for segment in log.segments:
+        assert len(segment.offset_index) <= 5 and len(segment.time_index) <= 5
+    # After a truncation the active segment's indexes have room again, and use all of it.
+    log.truncate_to(60)
+    fill(log, 6)
+    assert [s.base_offset for s in log.segments] == [0, 18, 36, 54, 72]
+    assert len(log.segments[3].offset_index) == 5
+    assert offsets_of(log) == list(range(log.log_end_offset))
+
+
 def test_segment_roll_by_time_uses_record_timestamps(open_manager: OpenManager) -> None:
     log = open_manager(LogConfig(segment_ms=1000)).get_or_create("t", 0)
     log.append_as_leader(make_batch(1, ts=BASE_TS), 0)

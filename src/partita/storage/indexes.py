@@ -88,8 +88,12 @@ class _IndexFile:
 
     @property
     def is_full(self) -> bool:
-        # From the array itself, not len(self): this runs on every indexed append.
         return len(self._offsets) >= self.max_entries
+
+    @property
+    def room(self) -> int:
+        """How many more entries fit."""
+        return self.max_entries - len(self._offsets)
 
     def __len__(self) -> int:
         return len(self._offsets)

@@ -87,6 +87,15 @@ class _PendingDeletion:
     close_only: bool = False  # the files now belong to a replacement segment
 
 
+def _single_batch_limit(config: LogConfig) -> int:
+    """The largest batch the single-batch path may take under ``config``: none when
+    appends need what only the general path does (keys checked for compaction, stamps
+    for LogAppendTime)."""
+    if config.compact or config.message_timestamp_type != "CreateTime":
+        return 0
+    return min(config.max_message_bytes, config.segment_bytes)
+
+
 class PartitionLog:
     def __init__(
         self,
@@ -108,6 +117,8 @@ class PartitionLog:
         self.topic = topic
         self.partition = partition
         self.config = config
+        self._single_batch_limit = _single_batch_limit(config)
+        self._reserve_window = min(RESERVE_WINDOW, config.segment_bytes)
         self.clock = clock
         self.epochs = epochs
         self._segments = segments
@@ -204,8 +215,7 @@ class PartitionLog:
         """Most produce requests carry one batch per partition: take it without the
         general loop. Returns None (take the general path, which also produces the right
         error) for anything unusual."""
-        config = self.config
-        if len(view) < HEADER_SIZE or config.compact:
+        if len(view) < HEADER_SIZE:
             return None
         (
             _,
@@ -225,14 +235,12 @@ class PartitionLog:
         size = batch_length + LOG_OVERHEAD
         if (
             size != len(view)
+            or size > self._single_batch_limit
             or magic != MAGIC_V2
-            or size > config.max_message_bytes
-            or size > config.segment_bytes
             or count <= 0
             or last_delta != count - 1
             or attributes & CONTROL_BIT
             or (producer_id >= 0 and base_sequence < 0)
-            or config.message_timestamp_type != "CreateTime"
             or crc32c.crc32c(view[ATTRIBUTES_POS:]) != crc
         ):
             return None
@@ -343,7 +351,9 @@ class PartitionLog:
         first, last = infos[0].base_offset, infos[-1].last_offset
         # A new leader epoch is checkpointed before the data is written, so that a
         # failure can never leave data behind that the caller was told did not land.
-        new_epoch = self._assign_epochs(infos)
+        new_epoch = (
+            len(infos) > 1 or infos[0].leader_epoch > self.epochs.latest_epoch
+        ) and self._assign_epochs(infos)
         if new_epoch:
             try:
                 self.epochs.flush()
@@ -353,7 +363,7 @@ class PartitionLog:
                     f"{self.name}: cannot write leader-epoch checkpoint: {exc}"
                 ) from exc
         try:
-            segment.append(buffers, infos, total, min(RESERVE_WINDOW, self.config.segment_bytes))
+            segment.append(buffers, infos, total, self._reserve_window)
         except OSError as exc:
             self._after_write_failure(segment, exc)
             if new_epoch:
@@ -820,6 +830,8 @@ class PartitionLog:
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
             self.config = config
+            self._single_batch_limit = _single_batch_limit(config)
+            self._reserve_window = min(RESERVE_WINDOW, config.segment_bytes)
             for segment in self._segments:
                 segment.index_interval_bytes = config.index_interval_bytes
 

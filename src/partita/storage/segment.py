@@ -101,6 +101,9 @@ class LogSegment:
         self.rolling_based_timestamp: int | None = None
         self.bytes_since_last_index_entry = 0
         self.indexes_full = False
+        # Entries both indexes can still take, at least; counted down per indexed append
+        # (each adds at most one entry to either) and recounted when it runs out.
+        self._index_room = 0
         self.unflushed = False
         # Blocks are reserved up to here (past ``size``) while appends come; False once
         # the file system said it cannot reserve.
@@ -245,6 +248,7 @@ class LogSegment:
             end = pos + header.size
         self.bytes_since_last_index_entry = end - start
         self.indexes_full = index.is_full or times.is_full
+        self._index_room = 0
         if end != self.size:
             raise CorruptRecordError(
                 f"{self.log_path.name}: {self.size - end} bytes after the last complete batch"
@@ -290,7 +294,12 @@ class LogSegment:
         if self.size + total > self._reserved_end and self._reserves:
             self._reserve_past(fd, self.size + total, reserve_window)
         try:
-            _write_vectors(fd, buffers, total)
+            if len(buffers) <= _IOV_MAX:
+                written = os.writev(fd, buffers)
+            else:
+                written = _write_in_chunks(fd, buffers)
+            if written != total:  # a full disk
+                raise OSError(errno.ENOSPC, f"short write: {written} of {total} bytes")
         except OSError:
             try:
                 os.ftruncate(fd, self.size)
@@ -339,7 +348,10 @@ class LogSegment:
         offset_index.append(info.last_offset, position, position + info.size, info.base_offset)
         time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
         self.bytes_since_last_index_entry = 0
-        self.indexes_full = offset_index.is_full or time_index.is_full
+        self._index_room -= 1
+        if self._index_room <= 0:
+            self._index_room = min(offset_index.room, time_index.room)
+            self.indexes_full = self._index_room <= 0
 
     def on_become_inactive(self) -> None:
         """Record the final max timestamp in the time index, as Kafka does on roll."""
@@ -480,6 +492,7 @@ class LogSegment:
             time_index.maybe_append(max_ts, offset_of_max)
         self.max_timestamp_so_far, self.offset_of_max_timestamp = max_ts, offset_of_max
         self.indexes_full = offset_index.is_full or time_index.is_full
+        self._index_room = 0
         # Only now that the log could be read are the old files replaced.
         for index in (offset_index, time_index):
             index.delete_file()
@@ -643,17 +656,13 @@ class LogSegment:
             path.unlink(missing_ok=True)
 
 
-def _write_vectors(fd: int, buffers: Sequence[bytes | memoryview], total: int) -> None:
-    """One ``writev`` per IOV_MAX buffers; a short write (a full disk) is an error."""
-    if len(buffers) <= _IOV_MAX:
-        written = os.writev(fd, buffers)
-    else:
-        written = 0
-        for start in range(0, len(buffers), _IOV_MAX):
-            chunk = buffers[start : start + _IOV_MAX]
-            n = os.writev(fd, chunk)
-            written += n
-            if n != sum(len(b) for b in chunk):
-                break
-    if written != total:
-        raise OSError(errno.ENOSPC, f"short write: {written} of {total} bytes")
+def _write_in_chunks(fd: int, buffers: Sequence[bytes | memoryview]) -> int:
+    """One ``writev`` per IOV_MAX buffers, stopping at a short one; the bytes written."""
+    written = 0
+    for start in range(0, len(buffers), _IOV_MAX):
+        chunk = buffers[start : start + _IOV_MAX]
+        n = os.writev(fd, chunk)
+        written += n
+        if n != sum(len(b) for b in chunk):
+            break
+    return written
