@@ -10,7 +10,8 @@ that raw and partita figures come from the same filesystem in the same run:
    files (the same bytes partita reads) with 1 MiB os.pread, and send them to a
    loopback TCP socket with 1 MiB os.sendfile calls.
 2. partita appends: one valid batch per size, appended with append_as_leader until N MiB
-   are written, then flush() (fsync); default LogConfig (1 GiB segments). Beside each,
+   are written, then flush() (fsync); default LogConfig (1 GiB segments). The batch is in
+   a writable buffer, as the broker's request frames are, so offsets go in in place. Beside each,
    raw os.write in calls of the batch size (+ fsync): the ceiling that one write call per
    batch leaves any append path, whatever it does besides.
 3. partita reads: PartitionLog.read() fetches of 1 MiB up to the LEO, consumed with
@@ -415,9 +416,10 @@ def exact_batch(size: int, records: int = RECORDS_PER_BATCH) -> bytes:
 def bench_append(plog: PartitionLog, batch: bytes, total: int) -> Rate:
     count = max(1, total // len(batch))
     append = plog.append_as_leader
+    frame = bytearray(batch)  # what the broker hands the log: a writable request frame
     start = time.perf_counter()
     for _ in range(count):
-        append(batch, leader_epoch=0)
+        append(frame, leader_epoch=0)
     plog.flush()
     elapsed = time.perf_counter() - start
     return Rate(count * len(batch), elapsed, count)

@@ -55,6 +55,27 @@ def test_append_assigns_contiguous_offsets_and_stamps_epoch(open_manager: OpenMa
     assert log.epochs.entries == [(5, 0)]
 
 
+def test_a_writable_batch_gets_its_offsets_in_place(open_manager: OpenManager) -> None:
+    """The broker's request frames are writable: the log stamps base offset and epoch
+    into them and writes that buffer, and what is stored is exactly the stamped batch."""
+    log = open_manager().get_or_create("t", 0)
+    sent = make_batch(3, value_size=100)
+    frame = bytearray(sent)
+    log.append_as_leader(make_batch(2), leader_epoch=4)  # read-only: a new prefix
+    log.append_as_leader(frame, leader_epoch=4)
+    assert read_header(frame).base_offset == 2 and read_header(frame).partition_leader_epoch == 4
+    log.append_as_leader(frame, leader_epoch=4)  # the same buffer again: stamped anew
+    assert read_header(frame).base_offset == 5
+    log.update_high_watermark(log.log_end_offset)
+    stored = list(log.iter_batches())
+    assert [read_header(b).base_offset for b in stored] == [0, 2, 5]
+    for batch in stored[1:]:
+        assert batch[17:] == sent[17:]  # the client's bytes from the CRC on, untouched
+        check_crc(batch, 0, read_header(batch))
+        assert read_header(batch).partition_leader_epoch == 4
+    assert offsets_of(log) == list(range(8))
+
+
 @pytest.mark.parametrize("codec", list(Compression))
 def test_compressed_batches_stay_opaque(open_manager: OpenManager, codec: Compression) -> None:
     log = open_manager().get_or_create("t", 0)

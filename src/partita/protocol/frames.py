@@ -80,7 +80,8 @@ class FrameReceiver:
             have = self._end - begin
             if have >= size:
                 self._start = begin + size
-                frames.append(memoryview(bytes(view[begin : begin + size])))
+                # Writable, like the big frames: the log assigns offsets in place.
+                frames.append(memoryview(bytearray(view[begin : begin + size])))
             elif size >= _OWN_BUFFER_FROM:
                 # Not a bytearray: that would zero megabytes only to overwrite them.
                 self._frame = np.empty(size, dtype=np.uint8)

@@ -294,7 +294,9 @@ class LogSegment:
         if self.size + total > self._reserved_end and self._reserves:
             self._reserve_past(fd, self.size + total, reserve_window)
         try:
-            if len(buffers) <= _IOV_MAX:
+            if len(buffers) == 1:
+                written = os.write(fd, buffers[0])
+            elif len(buffers) <= _IOV_MAX:
                 written = os.writev(fd, buffers)
             else:
                 written = _write_in_chunks(fd, buffers)
