@@ -39,6 +39,12 @@ def run(
     ready_file: Path | None = typer.Option(
         None, "--ready-file", help="Write HOST:PORT here once clients can connect."
     ),
+    metrics_listen: str | None = typer.Option(
+        None,
+        "--metrics-listen",
+        help="HOST:PORT to serve Prometheus metrics on, at /metrics (port 0: any; the log "
+        "says which). Off unless given.",
+    ),
 ) -> None:
     """Run a Kafka-compatible broker on a local data directory.
 
@@ -47,8 +53,13 @@ def run(
     broker cleanly: data flushed, files closed, exit code 0.
 
     Example: partita broker --data-dir ./data --listen 127.0.0.1:9092 --set num.partitions=6
+
+    With --metrics-listen 127.0.0.1:9404, Prometheus scrapes http://127.0.0.1:9404/metrics:
+    requests and their latency by API, records and bytes in and out by topic, refused
+    produces by error, and each partition's size and offsets.
     """
     host, port = _parse_listen(listen)
+    metrics = _parse_listen(metrics_listen) if metrics_listen is not None else None
     try:
         sources = []
         if config_file is not None:
@@ -57,7 +68,7 @@ def run(
         if node_id is not None:
             sources.append({"node.id": str(node_id)})
         config = BrokerConfig.from_sources(*sources)
-        code = asyncio.run(serve(config, data_dir, host, port, ready_file))
+        code = asyncio.run(serve(config, data_dir, host, port, ready_file, metrics))
     except KafkaError as exc:
         Console(stderr=True).print(f"[red]error:[/red] {exc.message}")
         raise typer.Exit(1) from None

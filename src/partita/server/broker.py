@@ -14,6 +14,7 @@ from partita.cluster.embedded_store import EmbeddedMetadataStore
 from partita.cluster.model import BrokerInfo
 from partita.server.config import BrokerConfig
 from partita.server.groups import GroupService
+from partita.server.metrics import BrokerMetrics
 from partita.server.topics import TopicManager
 from partita.storage.log_manager import LogManager
 
@@ -37,6 +38,7 @@ class Broker:
         self.logs = self.topics.logs
         self.logs.config_for = self.topics.log_config
         self.groups = GroupService(self)
+        self.metrics = BrokerMetrics(self)
 
     @property
     def info(self) -> BrokerInfo:

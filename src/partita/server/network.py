@@ -13,6 +13,7 @@ import asyncio
 import inspect
 import logging
 import struct
+import time
 from collections import deque
 from typing import IO, Any, cast
 
@@ -128,9 +129,11 @@ class BrokerServer:
             raise CloseConnectionError(f"malformed request: {exc} (first bytes: {head})") from exc
         handler = HANDLERS[header.api_key]
         self.requests_served += 1
+        started = time.perf_counter()
         result = handler(self.broker, header, request)
         if inspect.isawaitable(result):
             result = await result
+        self.broker.metrics.request_answered(header.api_key, time.perf_counter() - started)
         if result is None:
             return None
         if isinstance(result, list):  # pre-encoded body chunks (Fetch)

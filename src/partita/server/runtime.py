@@ -9,8 +9,10 @@ import signal
 import time
 from pathlib import Path
 
+from partita.errors import KafkaError
 from partita.server.broker import Broker, Listener
 from partita.server.config import BrokerConfig
+from partita.server.metrics import serve_metrics
 from partita.server.network import BrokerServer
 
 log = logging.getLogger(__name__)
@@ -55,9 +57,26 @@ def _quick_maintenance(broker: Broker) -> None:
 
 
 async def serve(
-    config: BrokerConfig, data_dir: Path, host: str, port: int, ready_file: Path | None = None
+    config: BrokerConfig,
+    data_dir: Path,
+    host: str,
+    port: int,
+    ready_file: Path | None = None,
+    metrics_listen: tuple[str, int] | None = None,
 ) -> int:
     broker = Broker(config, data_dir, Listener(host, port))
+    metrics_server = None
+    if metrics_listen is not None:
+        # First, so that a taken port stops the broker before it has opened anything.
+        try:
+            metrics_server = await serve_metrics(broker.metrics, *metrics_listen)
+        except OSError as exc:
+            where = "{}:{}".format(*metrics_listen)
+            raise KafkaError(f"cannot serve metrics on {where}: {exc.strerror or exc}") from exc
+        bound = metrics_server.sockets[0].getsockname()
+        log.info(
+            "metrics listening", extra={"host": bound[0], "port": bound[1], "path": "/metrics"}
+        )
     started = time.monotonic()
     broker.startup()
     server = BrokerServer(broker)
@@ -81,6 +100,8 @@ async def serve(
     await stop.wait()
     log.info("stopping", extra={"requests_served": server.requests_served})
     await server.stop()
+    if metrics_server is not None:
+        metrics_server.close()
     await broker.groups.stop()
     await maintenance
     broker.shutdown()

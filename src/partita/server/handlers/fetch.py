@@ -148,4 +148,9 @@ async def handle(broker: Broker, header: RequestHeader, request: Any) -> list[by
         finally:
             for partition in attempt.partitions:
                 partition.waiters.discard(waiter)
+    metrics = broker.metrics
+    for topic in topics:
+        sent = sum(len(p.records) for p in topic.partitions if p.records)
+        if sent:
+            metrics.fetched(topic.name, sent)
     return encode_fetch_response(version, topics)

@@ -66,6 +66,8 @@ def _append_one(broker: Broker, request: Any, topic: str, index: int, records: A
         if not records:
             raise InvalidRecordError("no record batch in the produce request")
         info = partition.append(records)
+        if info.batches:  # zero for a retried idempotent batch already in the log
+            broker.metrics.appended(topic, info.last_offset - info.first_offset + 1, info.bytes)
         return _Partition(
             index=index,
             error_code=0,
@@ -81,6 +83,7 @@ def _append_one(broker: Broker, request: Any, topic: str, index: int, records: A
     except Exception as exc:
         log.exception("produce failed", extra={"partition": f"{topic}-{index}"})
         code, message = UnknownServerError.code, f"{type(exc).__name__}: {exc}"
+    broker.metrics.produce_refused(topic, code)
     return _Partition(
         index=index,
         error_code=code,
