@@ -10,7 +10,9 @@ the requesting task has resumed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import struct
+from collections.abc import AsyncIterator
 
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest
@@ -32,6 +34,20 @@ async def _answer_api_versions(reader: asyncio.StreamReader, writer: asyncio.Str
         writer.close()
 
 
+@contextlib.asynccontextmanager
+async def _connected() -> AsyncIterator[BrokerConnection]:
+    """A connection to a server that answers every request at once."""
+    server = await asyncio.start_server(_answer_api_versions, "127.0.0.1", 0)
+    connection = BrokerConnection("127.0.0.1", server.sockets[0].getsockname()[1])
+    await connection.connect()
+    try:
+        yield connection
+    finally:
+        await connection.close()
+        server.close()
+        await server.wait_closed()
+
+
 async def _cancel_after_answer(connection: BrokerConnection) -> asyncio.Task[object]:
     task = asyncio.create_task(connection.request(ApiVersionsRequest(version=0)))
     await asyncio.sleep(0)  # the request is written and its future is pending
@@ -44,11 +60,7 @@ async def _cancel_after_answer(connection: BrokerConnection) -> asyncio.Task[obj
 
 def test_a_cancel_that_lands_after_the_answer_still_cancels() -> None:
     async def run() -> None:
-        server = await asyncio.start_server(_answer_api_versions, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        connection = BrokerConnection("127.0.0.1", port)
-        await connection.connect()
-        try:
+        async with _connected() as connection:
             task = await _cancel_after_answer(connection)
             with pytest.raises(asyncio.CancelledError):
                 await task
@@ -56,10 +68,6 @@ def test_a_cancel_that_lands_after_the_answer_still_cancels() -> None:
             # The connection is still in order: the next request is answered.
             response = await connection.request(ApiVersionsRequest(version=0))
             assert response.error_code == 0
-        finally:
-            await connection.close()
-            server.close()
-            await server.wait_closed()
 
     asyncio.run(run())
 
@@ -68,19 +76,15 @@ def test_a_loop_that_heartbeats_ends_when_cancelled_mid_answer() -> None:
     """The shape of the consumer's heartbeat loop: it ends only by cancellation."""
 
     async def run() -> None:
-        server = await asyncio.start_server(_answer_api_versions, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        connection = BrokerConnection("127.0.0.1", port)
-        await connection.connect()
         answered = 0
+        async with _connected() as connection:
 
-        async def heartbeat_forever() -> None:
-            nonlocal answered
-            while True:
-                await connection.request(ApiVersionsRequest(version=0))
-                answered += 1
+            async def heartbeat_forever() -> None:
+                nonlocal answered
+                while True:
+                    await connection.request(ApiVersionsRequest(version=0))
+                    answered += 1
 
-        try:
             task = asyncio.create_task(heartbeat_forever())
             while not connection._pending:
                 await asyncio.sleep(0)
@@ -90,9 +94,5 @@ def test_a_loop_that_heartbeats_ends_when_cancelled_mid_answer() -> None:
                 with pytest.raises(asyncio.CancelledError):
                     await task
             assert answered == 0
-        finally:
-            await connection.close()
-            server.close()
-            await server.wait_closed()
 
     asyncio.run(run())

@@ -96,6 +96,7 @@ class BrokerMetrics:
             registry=self.registry,
         )
         self.registry.register(_BrokerStateCollector(broker))
+        self._broker = broker
         # Children looked up once: labels() takes a lock and builds a tuple every call.
         self._per_api: dict[int, tuple[CounterChild, HistogramChild]] = {}
         self._per_topic_in: dict[str, tuple[CounterChild, CounterChild]] = {}
@@ -119,7 +120,10 @@ class BrokerMetrics:
         children[1].inc(size)
 
     def produce_refused(self, topic: str, error_code: int) -> None:
-        """Labelled by Kafka's name for the error, e.g. NOT_ENOUGH_REPLICAS."""
+        """Labelled by Kafka's name for the error, e.g. NOT_ENOUGH_REPLICAS. Names of
+        topics that do not exist are not labels: a client could make up endless ones."""
+        if topic not in self._broker.store.topics:
+            topic = "(unknown)"
         self._failed_produce.labels(topic, kafka.errors.for_code(error_code).message).inc()
 
     def fetched(self, topic: str, size: int) -> None:

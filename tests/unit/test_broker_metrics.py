@@ -1,0 +1,46 @@
+"""BrokerMetrics on a real (unstarted-network) Broker: label hygiene and exposition."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from partita.server.broker import Broker, Listener
+from partita.server.config import BrokerConfig
+
+
+def samples(broker: Broker) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    text = broker.metrics.exposition().decode()
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_refusals_for_made_up_topics_share_one_label(tmp_path: Path) -> None:
+    broker = Broker(BrokerConfig.from_sources(), tmp_path, Listener("127.0.0.1", 0))
+    broker.startup()
+    try:
+        broker.topics.create("real", 1, 1, {})
+        for name in ("ghost-1", "ghost-2", "ghost-3"):
+            broker.metrics.produce_refused(name, 3)
+        broker.metrics.produce_refused("real", 10)
+        found = samples(broker)
+        failed = {
+            k: v for k, v in found.items() if k[0] == "partita_failed_produce_partitions_total"
+        }
+        assert failed == {
+            (
+                "partita_failed_produce_partitions_total",
+                frozenset({("topic", "(unknown)"), ("error", "UNKNOWN_TOPIC_OR_PARTITION")}),
+            ): 3,
+            (
+                "partita_failed_produce_partitions_total",
+                frozenset({("topic", "real"), ("error", "MESSAGE_SIZE_TOO_LARGE")}),
+            ): 1,
+        }
+        assert found[("partita_partitions", frozenset())] == 1
+    finally:
+        broker.shutdown()
