@@ -204,7 +204,7 @@ async def serve_metrics(metrics: BrokerMetrics, host: str, port: int) -> asyncio
         try:
             async with asyncio.timeout(10):
                 head = await reader.readuntil(b"\r\n\r\n")
-            request_line = head[: min(len(head), _MAX_REQUEST_HEAD)].split(b"\r\n", 1)[0]
+            request_line = head.split(b"\r\n", 1)[0]  # the stream limit capped the head
             method, _, rest = request_line.partition(b" ")
             path = rest.partition(b" ")[0].split(b"?", 1)[0]
             if method in (b"GET", b"HEAD") and path in (b"/metrics", b"/"):

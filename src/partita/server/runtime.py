@@ -102,6 +102,7 @@ async def serve(
     await server.stop()
     if metrics_server is not None:
         metrics_server.close()
+        await metrics_server.wait_closed()
     await broker.groups.stop()
     await maintenance
     broker.shutdown()

@@ -87,10 +87,6 @@ class _IndexFile:
     _offsets: array[int]
 
     @property
-    def is_full(self) -> bool:
-        return len(self._offsets) >= self.max_entries
-
-    @property
     def room(self) -> int:
         """How many more entries fit."""
         return self.max_entries - len(self._offsets)

@@ -116,9 +116,7 @@ class PartitionLog:
         self.directory = directory
         self.topic = topic
         self.partition = partition
-        self.config = config
-        self._single_batch_limit = _single_batch_limit(config)
-        self._reserve_window = min(RESERVE_WINDOW, config.segment_bytes)
+        self._use_config(config)
         self.clock = clock
         self.epochs = epochs
         self._segments = segments
@@ -834,11 +832,15 @@ class PartitionLog:
             if errors:
                 raise KafkaStorageError(f"{self.name}: close failed: " + "; ".join(errors))
 
+    def _use_config(self, config: LogConfig) -> None:
+        """Take ``config``, with what the append path derives from it, computed once."""
+        self.config = config
+        self._single_batch_limit = _single_batch_limit(config)
+        self._reserve_window = min(RESERVE_WINDOW, config.segment_bytes)
+
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
-            self.config = config
-            self._single_batch_limit = _single_batch_limit(config)
-            self._reserve_window = min(RESERVE_WINDOW, config.segment_bytes)
+            self._use_config(config)
             for segment in self._segments:
                 segment.index_interval_bytes = config.index_interval_bytes
 

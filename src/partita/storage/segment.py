@@ -247,8 +247,7 @@ class LogSegment:
             self.next_offset = header.next_offset
             end = pos + header.size
         self.bytes_since_last_index_entry = end - start
-        self.indexes_full = index.is_full or times.is_full
-        self._index_room = 0
+        self._count_index_room(index, times)
         if end != self.size:
             raise CorruptRecordError(
                 f"{self.log_path.name}: {self.size - end} bytes after the last complete batch"
@@ -352,8 +351,11 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self._index_room -= 1
         if self._index_room <= 0:
-            self._index_room = min(offset_index.room, time_index.room)
-            self.indexes_full = self._index_room <= 0
+            self._count_index_room(offset_index, time_index)
+
+    def _count_index_room(self, offset_index: OffsetIndex, time_index: TimeIndex) -> None:
+        self._index_room = min(offset_index.room, time_index.room)
+        self.indexes_full = self._index_room <= 0
 
     def on_become_inactive(self) -> None:
         """Record the final max timestamp in the time index, as Kafka does on roll."""
@@ -493,8 +495,7 @@ class LogSegment:
             # As at a roll: the newest timestamp must be findable without a scan.
             time_index.maybe_append(max_ts, offset_of_max)
         self.max_timestamp_so_far, self.offset_of_max_timestamp = max_ts, offset_of_max
-        self.indexes_full = offset_index.is_full or time_index.is_full
-        self._index_room = 0
+        self._count_index_room(offset_index, time_index)
         # Only now that the log could be read are the old files replaced.
         for index in (offset_index, time_index):
             index.delete_file()
