@@ -15,6 +15,8 @@ if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import venv, ensurepip' >
 fi
 command -v gcc >/dev/null 2>&1 || missing+=(build-essential)
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+# etcd holds a multi-broker cluster's metadata; tests start it as a real process.
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 java_major=$( (java -version 2>&1 || true) | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
 if [ -z "${java_major}" ] || [ "${java_major}" -lt 17 ]; then missing+=(openjdk-17-jre-headless); fi
 
