@@ -15,6 +15,8 @@ if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import venv, ensurepip' >
 fi
 command -v gcc >/dev/null 2>&1 || missing+=(build-essential)
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
+command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 # etcd holds a multi-broker cluster's metadata; tests start it as a real process.
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 java_major=$( (java -version 2>&1 || true) | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
@@ -32,4 +34,5 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]' 2>&1 | grep -v '^WARNING: Location' || true
 .venv/bin/python -c 'import partita' || { echo "setup: partita did not install" >&2; exit 1; }
+bash scripts/kafka_jars.sh || echo "setup: Apache Kafka's jars are missing (above); tests/kafka will fail" >&2
 echo "setup: ready (.venv/bin/partita)"
