@@ -2,7 +2,7 @@
 
 The jars come from ``scripts/kafka_jars.sh`` (Maven, cached in ``var/kafka-jars``); when
 they are missing the first use runs that script, and if it cannot fetch them every test
-that needs Kafka fails with its reason (:class:`KafkaUnavailable`), never skips.
+that needs Kafka fails with its reason (:class:`KafkaUnavailableError`), never skips.
 
 * :class:`KafkaCluster` / :func:`real_kafka`: a single Kafka node in KRaft combined mode
   (broker and controller in one process), or several such nodes that are all voters, on
@@ -42,7 +42,7 @@ TOOL_HEAP = "256m"
 TOOL_JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto")
 
 
-class KafkaUnavailable(RuntimeError):
+class KafkaUnavailableError(RuntimeError):
     """Kafka's jars or Java are missing: the tests that need Kafka fail with this reason."""
 
 
@@ -55,7 +55,7 @@ def ensure_jars() -> None:
     if _jars_checked:
         return
     if shutil.which("java") is None:
-        raise KafkaUnavailable("java is not installed: run scripts/setup.sh (openjdk-17)")
+        raise KafkaUnavailableError("java is not installed: run scripts/setup.sh (openjdk-17)")
     if not (KAFKA_JARS / ".stamp").exists() and "PARTITA_KAFKA_JARS" not in os.environ:
         result = subprocess.run(
             ["bash", str(REPO / "scripts" / "kafka_jars.sh")],
@@ -65,14 +65,14 @@ def ensure_jars() -> None:
             check=False,
         )
         if not (KAFKA_JARS / ".stamp").exists():
-            raise KafkaUnavailable(
+            raise KafkaUnavailableError(
                 "Apache Kafka's jars are not in var/kafka-jars and scripts/kafka_jars.sh "
                 f"could not fetch them:\n{result.stdout}{result.stderr}"
             )
     if not (KAFKA_JARS / ".stamp").exists():
         error = JARS_ROOT / "ERROR"
         reason = error.read_text() if error.exists() else "run scripts/kafka_jars.sh"
-        raise KafkaUnavailable(f"Apache Kafka's jars are not in {KAFKA_JARS}: {reason}")
+        raise KafkaUnavailableError(f"Apache Kafka's jars are not in {KAFKA_JARS}: {reason}")
     _jars_checked = True
 
 
@@ -81,7 +81,7 @@ def kafka_version() -> str:
     ensure_jars()
     for jar in KAFKA_JARS.glob("kafka-clients-*.jar"):
         return jar.name.removeprefix("kafka-clients-").removesuffix(".jar")
-    raise KafkaUnavailable(f"no kafka-clients jar in {KAFKA_JARS}")
+    raise KafkaUnavailableError(f"no kafka-clients jar in {KAFKA_JARS}")
 
 
 def classpath(*extra: Path) -> str:
