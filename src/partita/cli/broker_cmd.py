@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from partita.errors import KafkaError
 from partita.server.config import BrokerConfig, parse_assignments, read_properties
@@ -70,9 +71,13 @@ def run(
         config = BrokerConfig.from_sources(*sources)
         code = asyncio.run(serve(config, data_dir, host, port, ready_file, metrics))
     except KafkaError as exc:
-        Console(stderr=True).print(f"[red]error:[/red] {exc.message}")
-        raise typer.Exit(1) from None
+        raise _fail(exc.message) from None
     except OSError as exc:
-        Console(stderr=True).print(f"[red]error:[/red] {exc.strerror or exc}: {listen}")
-        raise typer.Exit(1) from None
+        raise _fail(f"{exc.strerror or exc}: {listen}") from None
     raise typer.Exit(code)
+
+
+def _fail(message: str) -> typer.Exit:
+    """One line on stderr, never wrapped, whatever the width of the terminal (or none)."""
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {escape(message)}")
+    return typer.Exit(1)

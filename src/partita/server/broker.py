@@ -16,6 +16,7 @@ from partita.server.config import BrokerConfig
 from partita.server.groups import GroupService
 from partita.server.metrics import BrokerMetrics
 from partita.server.topics import TopicManager
+from partita.storage.dir_lock import DataDirLock
 from partita.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ class Broker:
         self.logs.config_for = self.topics.log_config
         self.groups = GroupService(self)
         self.metrics = BrokerMetrics(self)
+        self._dir_lock: DataDirLock | None = None
 
     @property
     def info(self) -> BrokerInfo:
@@ -50,11 +52,22 @@ class Broker:
     def cluster_id(self) -> str:
         return self.store.cluster_id
 
+    def lock_data_dir(self) -> None:
+        """Take the data directory's lock (storage/dir_lock.py): before anything in the
+        directory is read or written, so that a second broker on it stops at once."""
+        if self._dir_lock is None:
+            self._dir_lock = DataDirLock.acquire(self.data_dir)
+
     def startup(self) -> None:
-        self.store.load(self.node_id)
-        self.logs.startup()
-        self.topics.load()
-        self.groups.load()
+        self.lock_data_dir()
+        try:
+            self.store.load(self.node_id)
+            self.logs.startup()
+            self.topics.load()
+            self.groups.load()
+        except BaseException:
+            self._release_data_dir()
+            raise
         log.info(
             "broker started",
             extra={
@@ -67,8 +80,16 @@ class Broker:
         )
 
     def shutdown(self) -> None:
-        self.logs.shutdown()
+        try:
+            self.logs.shutdown()
+        finally:
+            self._release_data_dir()
         log.info("broker stopped cleanly", extra={"node_id": self.node_id})
+
+    def _release_data_dir(self) -> None:
+        if self._dir_lock is not None:
+            self._dir_lock.release()
+            self._dir_lock = None
 
     def run_maintenance(self) -> dict[str, int]:
         totals = self.logs.run_maintenance()

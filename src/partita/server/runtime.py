@@ -65,9 +65,10 @@ async def serve(
     metrics_listen: tuple[str, int] | None = None,
 ) -> int:
     broker = Broker(config, data_dir, Listener(host, port))
+    broker.lock_data_dir()  # first: a second broker on the directory must open nothing
     metrics_server = None
     if metrics_listen is not None:
-        # First, so that a taken port stops the broker before it has opened anything.
+        # Before startup, so that a taken port stops the broker before it opens any log.
         try:
             metrics_server = await serve_metrics(broker.metrics, *metrics_listen)
         except OSError as exc:

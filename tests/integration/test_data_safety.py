@@ -1,0 +1,82 @@
+"""Data safety (issue 22): what must never happen to a data directory, tried with real
+broker processes, the real ``partita`` command and real clients."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.integration.clients import consume_all, create_topic, produce
+from tests.integration.conftest import BrokerProcess
+
+PARTITA = [sys.executable, "-m", "partita.cli.main"]
+
+
+def partita(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*PARTITA, *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def start_second_broker(data_dir: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``partita broker`` on a directory another broker uses; it must stop by itself."""
+    args = [*PARTITA, "broker", "--data-dir", str(data_dir), "--listen", "127.0.0.1:0"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(
+            f"a second broker on {data_dir} kept running:\n{err[-2000:]}"
+        ) from None
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
+# -- one broker per data directory ------------------------------------------------
+
+
+def test_second_broker_on_a_data_dir_refuses_to_start(
+    broker_factory: type[BrokerProcess],
+) -> None:
+    first = broker_factory()
+    first.start()
+    assert first.proc is not None
+    create_topic(first.bootstrap, "kept")
+    values = [f"before-{i}".encode() for i in range(200)]
+    produce(first.bootstrap, "kept", [{"value": v} for v in values])
+
+    second = start_second_broker(first.data_dir)
+
+    assert second.returncode != 0
+    lines = [line for line in second.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, second.stderr
+    assert str(first.data_dir) in lines[0]
+    assert f"pid {first.proc.pid}" in lines[0]
+    assert "Traceback" not in second.stderr
+    assert (first.data_dir / ".lock").read_text().strip() == str(first.proc.pid)
+
+    # The first broker was not disturbed: it still takes writes, stops cleanly, and
+    # everything it acknowledged is there after a restart.
+    more = [f"after-{i}".encode() for i in range(200)]
+    produce(first.bootstrap, "kept", [{"value": v} for v in more])
+    assert first.stop() == 0
+    assert "failed" not in first.logs()
+    first.start()
+    got = consume_all(first.bootstrap, "kept", [0], expected=400)
+    assert [m.value() for m in got] == values + more
+
+
+def test_lock_dies_with_a_killed_broker(broker_factory: type[BrokerProcess]) -> None:
+    first = broker_factory()
+    first.start()
+    create_topic(first.bootstrap, "kept")
+    produce(first.bootstrap, "kept", [{"value": b"v"}])
+    first.kill()  # kill -9: no shutdown code runs, the kernel drops the lock
+
+    again = broker_factory()  # same data dir
+    again.start()
+    assert again.proc is not None
+    assert (again.data_dir / ".lock").read_text().strip() == str(again.proc.pid)
+    assert len(consume_all(again.bootstrap, "kept", [0], expected=1)) == 1
