@@ -204,3 +204,42 @@ class FencedInstanceIdError(KafkaError):
 
 class GroupSubscribedToTopicError(KafkaError):
     code = 86
+
+
+# -- the cluster -----------------------------------------------------------------------
+
+
+class BrokerNotAvailableError(KafkaError):
+    code = 8
+    retriable = True
+
+
+class ReplicaNotAvailableError(KafkaError):
+    code = 9
+    retriable = True
+
+
+class NotEnoughReplicasAfterAppendError(KafkaError):
+    """The batch was written, but the ISR shrank below min.insync.replicas before it
+    was committed: the producer cannot know whether it will survive a failover."""
+
+    code = 20
+    retriable = True
+
+
+class InvalidReplicaAssignmentError(KafkaError):
+    code = 39
+
+
+class NotControllerError(KafkaError):
+    code = 41
+    retriable = True
+
+
+class RequestTimedOutError(KafkaError):
+    code = 7
+    retriable = True
+
+
+class StaleBrokerEpochError(KafkaError):
+    code = 77

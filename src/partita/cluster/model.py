@@ -13,6 +13,9 @@ class PartitionState:
     leader: int
     leader_epoch: int = 0
     isr: list[int] = field(default_factory=list)
+    # Bumped by every change (leader, ISR or replicas), as Kafka's partition epoch is;
+    # the leader epoch moves only when the leader does.
+    partition_epoch: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -20,6 +23,7 @@ class PartitionState:
             "leader": self.leader,
             "leader_epoch": self.leader_epoch,
             "isr": self.isr,
+            "partition_epoch": self.partition_epoch,
         }
 
     @classmethod
@@ -29,6 +33,7 @@ class PartitionState:
             int(data["leader"]),
             int(data["leader_epoch"]),
             list(data["isr"]),
+            int(data.get("partition_epoch", 0)),
         )
 
 

@@ -1,0 +1,360 @@
+"""Cluster metadata on a consensus store (etcd): a broker's registration and lease, its
+image of the metadata kept current by a watch, and every metadata write as a
+compare-and-swap.
+
+The writes that any broker makes on a client's behalf -- create, delete and grow a
+topic, change its configs, reserve producer ids -- are single conditional transactions:
+a topic is created only if its key is absent, changed only if it is unchanged since the
+image read it. Kafka brokers forward these requests to the controller quorum; here the
+quorum is etcd itself, so every broker can make them and no request is routed twice.
+Leadership changes are the controller's (``controller.Controller``) and ISR changes the
+partition leader's, each guarded by the writer's own fencing token.
+
+The broker's lease is its liveness: while renewals succeed, ``lease_trusted`` holds until
+the moment the last renewal was *sent* plus the TTL, which is never later than etcd's own
+expiry. Past that, the broker must behave as if it were no longer registered: a leader
+stops acknowledging before the controller can have elected another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+import uuid
+from collections.abc import Callable
+
+from partita.cluster.image import Changes, ClusterImage
+from partita.cluster.kv import (
+    KV,
+    Compare,
+    Delete,
+    Op,
+    Put,
+    StoreUnavailableError,
+    WatchCompactedError,
+)
+from partita.cluster.layout import (
+    Layout,
+    TopicRecord,
+    decode_producer_ids,
+    encode_broker,
+    encode_partition,
+    encode_producer_ids,
+    encode_topic,
+)
+from partita.cluster.model import PartitionState, TopicState
+from partita.errors import (
+    BrokerNotAvailableError,
+    KafkaError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+
+log = logging.getLogger(__name__)
+
+# etcd refuses transactions of more than 128 operations by default (--max-txn-ops).
+TXN_OPS = 100
+PRODUCER_ID_BLOCK = 1000
+Listener = Callable[[Changes], None]
+
+
+class NodeIdInUseError(KafkaError):
+    """Another live broker is registered with this node id."""
+
+
+class ClusterMetadataStore:
+    def __init__(
+        self,
+        kv: KV,
+        prefix: str,
+        node_id: int,
+        *,
+        session_timeout_ms: int = 3000,
+        heartbeat_interval_ms: int = 1000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.kv = kv
+        self.layout = Layout(prefix)
+        self.image = ClusterImage(self.layout)
+        self.node_id = node_id
+        self.ttl = max(2, math.ceil(session_timeout_ms / 1000))  # etcd's minimum is 2 s
+        self.heartbeat = heartbeat_interval_ms / 1000
+        self.clock = clock
+        self.lease = 0
+        self.broker_epoch = 0
+        self.trusted_until = 0.0
+        self.lease_lost = asyncio.Event()
+        self._listeners: list[Listener] = []
+        self._applied = asyncio.Condition()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._producer_ids = (0, 0)  # [next, end) of the block this broker holds
+        self._registration: tuple[str, int, str | None] | None = None
+
+    # -- the image -----------------------------------------------------------------
+
+    @property
+    def topics(self) -> dict[str, TopicState]:
+        return self.image.topics
+
+    @property
+    def cluster_id(self) -> str:
+        return self.image.cluster_id
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    async def start(self) -> None:
+        """Fix the cluster id if this is the first broker, then load the image and
+        follow it. Registration is separate: a broker registers once its logs are up."""
+        cluster_id = uuid.uuid4().hex[:22]
+        await self.kv.txn(
+            [Compare.absent(self.layout.cluster)], [Put(self.layout.cluster, cluster_id.encode())]
+        )
+        await self._relist()
+        self._tasks.append(asyncio.create_task(self._follow(), name="metadata-watch"))
+
+    async def _relist(self) -> None:
+        entries, revision = await self.kv.range(self.layout.root)
+        self._publish(self.image.load(entries, revision))
+
+    async def _follow(self) -> None:
+        while True:
+            try:
+                async for events in self.kv.watch(self.layout.root, self.image.revision + 1):
+                    self._publish(self.image.apply(events))
+            except WatchCompactedError as exc:
+                log.warning(
+                    "metadata watch lost its history; listing again", extra={"reason": str(exc)}
+                )
+            except StoreUnavailableError as exc:
+                log.warning("metadata watch failed; retrying", extra={"error": str(exc)})
+                await asyncio.sleep(0.5)
+            with contextlib.suppress(StoreUnavailableError):
+                await self._relist()
+
+    def _publish(self, changes: Changes) -> None:
+        for listener in self._listeners:
+            try:
+                listener(changes)
+            except Exception:
+                log.exception("metadata listener failed")
+        asyncio.get_running_loop().create_task(self._notify())
+
+    async def _notify(self) -> None:
+        async with self._applied:
+            self._applied.notify_all()
+
+    async def caught_up(self, revision: int, timeout: float = 5.0) -> None:
+        """Wait until the image reflects ``revision`` (our own write, typically)."""
+        async with asyncio.timeout(timeout), self._applied:
+            await self._applied.wait_for(lambda: self.image.revision >= revision)
+
+    async def changed(self) -> None:
+        async with self._applied:
+            await self._applied.wait()
+
+    # -- registration and lease ----------------------------------------------------
+
+    async def register(self, host: str, port: int, rack: str | None) -> None:
+        """Register as ``starting`` on a new lease; refuse if the node id is taken."""
+        self.lease = await self.kv.grant(self.ttl)
+        sent = self.clock()
+        key = self.layout.broker(self.node_id)
+        ok, revision = await self.kv.txn(
+            [Compare.absent(key)],
+            [Put(key, encode_broker(host, port, rack, "starting"), self.lease)],
+        )
+        if not ok:
+            await self.kv.revoke(self.lease)
+            holder = self.image.brokers.get(self.node_id)
+            where = f" at {holder.host}:{holder.port}" if holder else ""
+            raise NodeIdInUseError(
+                f"node id {self.node_id} is already registered by a live broker{where}; "
+                f"give this broker another --node-id, or stop the other one"
+            )
+        self.broker_epoch = revision
+        self.trusted_until = sent + self.ttl
+        self._registration = (host, port, rack)
+        self._tasks.append(asyncio.create_task(self._keep_alive(), name="lease-keepalive"))
+        await self.caught_up(revision)
+
+    async def set_state(self, state: str) -> None:
+        """Move this broker's registration on (running once recovered; shutting_down)."""
+        assert self._registration is not None
+        key = self.layout.broker(self.node_id)
+        ok, revision = await self.kv.txn(
+            [Compare.created_at(key, self.broker_epoch)],
+            [Put(key, encode_broker(*self._registration, state), self.lease)],
+        )
+        if not ok:
+            raise BrokerNotAvailableError(f"broker {self.node_id}'s registration has expired")
+        await self.caught_up(revision)
+
+    def lease_trusted(self) -> bool:
+        return self.clock() < self.trusted_until
+
+    async def _keep_alive(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat)
+            sent = self.clock()
+            try:
+                async with asyncio.timeout(max(self.heartbeat, 1.0)):
+                    ttl = await self.kv.keepalive(self.lease)
+            except (StoreUnavailableError, TimeoutError) as exc:
+                log.warning(
+                    "lease renewal failed",
+                    extra={
+                        "error": str(exc) or "timed out",
+                        "trusted_for_s": round(self.trusted_until - self.clock(), 2),
+                    },
+                )
+                continue
+            if ttl <= 0:
+                log.error(
+                    "broker lease expired: this broker is no longer registered",
+                    extra={"node_id": self.node_id},
+                )
+                self.trusted_until = 0.0
+                self.lease_lost.set()
+                return
+            self.trusted_until = sent + ttl
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        if self.lease:
+            with contextlib.suppress(StoreUnavailableError):
+                await self.kv.revoke(self.lease)
+        await self.kv.close()
+
+    # -- writes on a client's behalf -------------------------------------------------
+
+    async def create_topic(self, state: TopicState) -> None:
+        layout = self.layout
+        record = TopicRecord(state.name, state.topic_id, len(state.partitions), state.configs)
+        partitions: list[Op] = [
+            Put(layout.partition(state.topic_id, p), encode_partition(s))
+            for p, s in sorted(state.partitions.items())
+        ]
+        topic_put = Put(layout.topic(state.name), encode_topic(record))
+        absent = Compare.absent(layout.topic(state.name))
+        if len(partitions) < TXN_OPS:
+            ok, revision = await self.kv.txn([absent], [topic_put, *partitions])
+        else:
+            # Too many for one transaction: the partitions first, under the new id that
+            # nothing refers to yet, then the topic in one conditional write.
+            if state.name in self.topics:
+                raise TopicAlreadyExistsError(f"topic {state.name!r} already exists")
+            for start in range(0, len(partitions), TXN_OPS):
+                await self.kv.txn([], partitions[start : start + TXN_OPS])
+            ok, revision = await self.kv.txn([absent], [topic_put])
+            if not ok:
+                await self.kv.txn(
+                    [], [Delete(layout.topic_partitions(state.topic_id), prefix=True)]
+                )
+        if not ok:
+            raise TopicAlreadyExistsError(f"topic {state.name!r} already exists")
+        await self.caught_up(revision)
+
+    async def delete_topic(self, name: str) -> None:
+        for _ in range(10):
+            topic = self.topics.get(name)
+            if topic is None:
+                raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+            ok, revision = await self.kv.txn(
+                [
+                    Compare.unchanged_since(
+                        self.layout.topic(name), self.image.topic_revisions[name]
+                    )
+                ],
+                [
+                    Delete(self.layout.topic(name)),
+                    Delete(self.layout.topic_partitions(topic.topic_id), prefix=True),
+                ],
+            )
+            if ok:
+                await self.caught_up(revision)
+                return
+            await self._relist()
+        raise BrokerNotAvailableError(f"topic {name!r} kept changing; deletion not done")
+
+    async def add_partitions(self, name: str, new: dict[int, PartitionState]) -> None:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        count = max(max(topic.partitions, default=-1), *new) + 1
+        record = TopicRecord(name, topic.topic_id, count, topic.configs)
+        puts: list[Op] = [
+            Put(self.layout.partition(topic.topic_id, p), encode_partition(s))
+            for p, s in sorted(new.items())
+        ]
+        for start in range(0, len(puts), TXN_OPS):
+            await self.kv.txn([], puts[start : start + TXN_OPS])
+        await self._put_topic_record(record)
+
+    async def set_configs(self, name: str, configs: dict[str, str]) -> None:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        record = TopicRecord(name, topic.topic_id, self.image.partition_count(name), configs)
+        await self._put_topic_record(record)
+
+    async def _put_topic_record(self, record: TopicRecord) -> None:
+        key = self.layout.topic(record.name)
+        ok, revision = await self.kv.txn(
+            [Compare.unchanged_since(key, self.image.topic_revisions.get(record.name, 0))],
+            [Put(key, encode_topic(record))],
+        )
+        if not ok:
+            raise BrokerNotAvailableError(f"topic {record.name!r} changed meanwhile; try again")
+        await self.caught_up(revision)
+
+    async def allocate_producer_id(self) -> int:
+        """A producer id unique in the cluster: blocks of 1000 reserved by CAS."""
+        next_id, end = self._producer_ids
+        if next_id >= end:
+            for _ in range(20):
+                entry = await self.kv.get(self.layout.producer_ids)
+                start = decode_producer_ids(entry.value) if entry is not None else 0
+                guard = (
+                    Compare.unchanged_since(self.layout.producer_ids, entry.mod_revision)
+                    if entry is not None
+                    else Compare.absent(self.layout.producer_ids)
+                )
+                ok, _ = await self.kv.txn(
+                    [guard],
+                    [Put(self.layout.producer_ids, encode_producer_ids(start + PRODUCER_ID_BLOCK))],
+                )
+                if ok:
+                    next_id, end = start, start + PRODUCER_ID_BLOCK
+                    break
+            else:
+                raise BrokerNotAvailableError("could not reserve producer ids")
+        self._producer_ids = (next_id + 1, end)
+        return next_id
+
+    # -- partition state ------------------------------------------------------------
+
+    async def write_partitions(
+        self,
+        changes: list[tuple[uuid.UUID, int, int, PartitionState]],
+        guard: Compare,
+    ) -> int | None:
+        """Compare-and-swap partition states: each (topic id, index, mod revision the
+        change was computed from, new state), all under the writer's fencing ``guard``.
+        Returns the revision written, or None if anything moved meanwhile."""
+        compares = [guard] + [
+            Compare.unchanged_since(self.layout.partition(t, p), rev) for t, p, rev, _ in changes
+        ]
+        ops: list[Op] = [
+            Put(self.layout.partition(t, p), encode_partition(s)) for t, p, _, s in changes
+        ]
+        ok, revision = await self.kv.txn(compares, ops)
+        return revision if ok else None

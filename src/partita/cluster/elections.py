@@ -1,0 +1,78 @@
+"""The controller's rule for a partition when brokers come and go (sans-IO).
+
+Kafka's rules (``PartitionChangeBuilder``, read for their semantics):
+
+- A broker that is no longer registered leaves every ISR, except that the last member
+  is kept: it is the only replica known to hold every committed record, so the partition
+  waits for it (leader -1) rather than forgetting who could lead it.
+- The leader stays while it is registered, in the ISR and not shutting down.
+- Otherwise the new leader is the first replica, in assignment order, that is in the ISR
+  and electable (registered, not shutting down). With
+  ``unclean.leader.election.enable`` and no such replica, the first electable replica
+  leads with an ISR of itself: availability bought with possible loss, as in Kafka.
+- A broker shutting down keeps a leadership nobody else can take.
+- Every change bumps the partition epoch; a new leader bumps the leader epoch, which
+  fences the old one and makes clients discard older metadata.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Set
+
+from partita.cluster.model import PartitionState
+
+NO_LEADER = -1
+
+
+def next_state(
+    state: PartitionState,
+    registered: Set[int],
+    electable: Set[int],
+    *,
+    unclean: bool = False,
+) -> PartitionState:
+    """The partition's state after the registered/electable broker sets changed; the
+    same object when nothing needs to change."""
+    isr = [b for b in state.isr if b in registered and b in electable]
+    if not isr:
+        # Keep the last in-sync member(s) that are at least registered; failing that,
+        # the ISR as it was: one of them must come back before the partition can lead.
+        isr = [b for b in state.isr if b in registered] or list(state.isr)
+    leader = state.leader
+    if not (leader in electable and leader in isr):
+        candidates = [r for r in state.replicas if r in isr and r in electable]
+        if candidates:
+            leader = candidates[0]
+        elif state.leader in registered and state.leader in isr:
+            leader = state.leader  # shutting down, but nobody else can take over
+        elif unclean:
+            unclean_candidates = [r for r in state.replicas if r in electable]
+            leader = unclean_candidates[0] if unclean_candidates else NO_LEADER
+            if leader != NO_LEADER:
+                isr = [leader]
+        else:
+            leader = NO_LEADER
+    return changed(state, leader=leader, isr=isr)
+
+
+def changed(
+    state: PartitionState,
+    *,
+    leader: int | None = None,
+    isr: list[int] | None = None,
+    replicas: list[int] | None = None,
+) -> PartitionState:
+    """``state`` with the given fields replaced and its epochs bumped as Kafka bumps
+    them; the same object when nothing differs."""
+    new_leader = state.leader if leader is None else leader
+    new_isr = state.isr if isr is None else isr
+    new_replicas = state.replicas if replicas is None else replicas
+    if (new_leader, new_isr, new_replicas) == (state.leader, state.isr, state.replicas):
+        return state
+    return PartitionState(
+        list(new_replicas),
+        new_leader,
+        state.leader_epoch + (1 if new_leader != state.leader else 0),
+        list(new_isr),
+        state.partition_epoch + 1,
+    )

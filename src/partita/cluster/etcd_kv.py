@@ -1,0 +1,193 @@
+"""The KV protocol over a real etcd v3 cluster (Debian's etcd-server), through etcd3aio.
+
+Every call has a deadline, so a broker cut off from etcd learns it in seconds instead of
+waiting on gRPC's reconnects. Transactions are sent once, never retried by the client
+library: a retried compare-and-swap whose first attempt did land would fail its compare
+and report the opposite of what happened; callers re-read and decide instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import grpc
+from etcd3aio import Etcd3Client, EtcdError
+from etcd3aio._protobuf import Compare as EtcdCompare
+from etcd3aio.kv import KVService, prefix_range_end
+
+from partita.cluster.kv import (
+    Compare,
+    Entry,
+    Event,
+    Op,
+    Put,
+    StoreUnavailableError,
+    WatchCompactedError,
+)
+
+log = logging.getLogger(__name__)
+
+RPC_TIMEOUT_SECONDS = 3.0
+
+
+def parse_endpoints(url: str) -> tuple[list[str], str]:
+    """``etcd://HOST:PORT[,HOST:PORT...][/PREFIX]`` -> (endpoints, prefix)."""
+    rest = url.removeprefix("etcd://")
+    hosts, _, prefix = rest.partition("/")
+    endpoints = [h.strip() for h in hosts.split(",") if h.strip()]
+    if not endpoints:
+        raise ValueError(f"no etcd endpoint in {url!r}: expected etcd://HOST:PORT[/PREFIX]")
+    for endpoint in endpoints:
+        host, sep, port = endpoint.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"etcd endpoint {endpoint!r} is not HOST:PORT")
+    return endpoints, prefix.strip("/") or "partita"
+
+
+def _entry(kv: Any) -> Entry:
+    return Entry(
+        kv.key.decode("utf-8", "replace"),
+        bytes(kv.value),
+        int(kv.create_revision),
+        int(kv.mod_revision),
+        int(kv.lease),
+    )
+
+
+class EtcdKV:
+    def __init__(self, endpoints: Sequence[str]) -> None:
+        self.endpoints = list(endpoints)
+        self._client = Etcd3Client(self.endpoints, rpc_max_attempts=2)
+        self._connected = False
+
+    async def connect(self) -> None:
+        await self._client.connect()
+        self._connected = True
+        try:
+            await self._client.ping(write_check=False, timeout=RPC_TIMEOUT_SECONDS)
+        except (EtcdError, grpc.aio.AioRpcError) as exc:
+            raise StoreUnavailableError(
+                f"etcd at {','.join(self.endpoints)} does not answer: {exc}"
+            ) from exc
+
+    @property
+    def _kv(self) -> KVService:
+        assert self._client.kv is not None, "connect() first"
+        return self._client.kv
+
+    async def get(self, key: str) -> Entry | None:
+        try:
+            response = await self._kv.get(key, timeout=RPC_TIMEOUT_SECONDS)
+        except (EtcdError, grpc.aio.AioRpcError) as exc:
+            raise StoreUnavailableError(f"etcd get {key}: {exc}") from exc
+        return _entry(response.kvs[0]) if response.kvs else None
+
+    async def range(self, prefix: str) -> tuple[list[Entry], int]:
+        try:
+            response = await self._kv.get(
+                prefix, prefix_range_end(prefix), timeout=RPC_TIMEOUT_SECONDS
+            )
+        except (EtcdError, grpc.aio.AioRpcError) as exc:
+            raise StoreUnavailableError(f"etcd range {prefix}: {exc}") from exc
+        return [_entry(kv) for kv in response.kvs], int(response.header.revision)
+
+    async def txn(self, compares: Sequence[Compare], ops: Sequence[Op]) -> tuple[bool, int]:
+        conditions = [
+            KVService.txn_compare_create_revision(c.key, c.revision)
+            if c.target == "create"
+            else _compare_mod(c.key, c.revision)
+            for c in compares
+        ]
+        requests = [
+            KVService.txn_op_put(op.key, op.value, lease=op.lease)
+            if isinstance(op, Put)
+            else KVService.txn_op_delete(
+                op.key, range_end=prefix_range_end(op.key) if op.prefix else None
+            )
+            for op in ops
+        ]
+        try:
+            response = await self._kv.txn(
+                conditions, requests, timeout=RPC_TIMEOUT_SECONDS, max_attempts=1
+            )
+        except (EtcdError, grpc.aio.AioRpcError) as exc:
+            raise StoreUnavailableError(f"etcd transaction: {exc}") from exc
+        return bool(response.succeeded), int(response.header.revision)
+
+    async def grant(self, ttl_seconds: int) -> int:
+        assert self._client.lease is not None
+        try:
+            response = await self._client.lease.grant(ttl_seconds, timeout=RPC_TIMEOUT_SECONDS)
+        except (EtcdError, grpc.aio.AioRpcError) as exc:
+            raise StoreUnavailableError(f"etcd lease grant: {exc}") from exc
+        return int(response.ID)
+
+    async def keepalive(self, lease: int) -> int:
+        """One renewal on a short-lived stream. etcd3aio's own keepalive loop only logs
+        failures; the broker needs to know each renewal's outcome to fence itself."""
+        assert self._client.lease is not None
+        stream = self._client.lease.keep_alive(lease)
+        try:
+            async for response in stream:
+                return max(0, int(response.TTL))
+            return 0
+        except grpc.aio.AioRpcError as exc:
+            raise StoreUnavailableError(f"etcd lease keepalive: {exc.code().name}") from exc
+        finally:
+            stream.cancel()
+
+    async def revoke(self, lease: int) -> None:
+        assert self._client.lease is not None
+        try:
+            await self._client.lease.revoke(lease, timeout=RPC_TIMEOUT_SECONDS, max_attempts=1)
+        except (EtcdError, grpc.aio.AioRpcError) as exc:
+            raise StoreUnavailableError(f"etcd lease revoke: {exc}") from exc
+
+    async def watch(self, prefix: str, start_revision: int) -> AsyncIterator[list[Event]]:
+        assert self._client.watch is not None
+        stream = self._client.watch.watch(
+            prefix, prefix_range_end(prefix), start_revision=start_revision
+        )
+        try:
+            async for response in stream:
+                if response.compact_revision > 0 or response.canceled:
+                    # After a compaction etcd3aio's stream yields this once and then
+                    # hangs: the caller lists again and starts a new watch.
+                    raise WatchCompactedError(
+                        f"watch from revision {start_revision} cancelled "
+                        f"(compacted at {response.compact_revision})"
+                    )
+                events = [
+                    Event(
+                        "put" if ev.type == 0 else "delete",
+                        _entry(ev.kv)
+                        if ev.type == 0
+                        else Entry(
+                            ev.kv.key.decode("utf-8", "replace"), b"", 0, ev.kv.mod_revision
+                        ),
+                    )
+                    for ev in response.events
+                ]
+                if events:
+                    yield events
+        except (EtcdError, grpc.aio.AioRpcError) as exc:
+            raise StoreUnavailableError(f"etcd watch: {exc}") from exc
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+
+    async def close(self) -> None:
+        if self._connected:
+            await self._client.close()
+            self._connected = False
+
+
+def _compare_mod(key: str, mod_revision: int) -> Any:
+    # etcd3aio builds compares on value, version and create revision, not on mod revision.
+    return EtcdCompare(
+        result=EtcdCompare.EQUAL,
+        target=EtcdCompare.MOD,
+        key=key.encode(),
+        mod_revision=mod_revision,
+    )

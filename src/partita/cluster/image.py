@@ -1,0 +1,189 @@
+"""A broker's local image of the cluster metadata, kept current from the store's events.
+
+Built by one range read and then fed every watched change in revision order, so it is a
+faithful copy of the store as of ``revision``. Each broker answers Metadata from it and
+reconciles its own partitions against it; the controller plans from it. Values that do
+not follow the layout are logged and skipped (the key is treated as absent), never
+allowed to crash the broker.
+
+Sans-IO: ``load`` and ``apply`` take entries and events; nothing here talks to a store.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from partita.cluster.kv import Entry, Event
+from partita.cluster.layout import (
+    BadValueError,
+    BrokerRegistration,
+    Layout,
+    TopicRecord,
+    decode_broker,
+    decode_controller,
+    decode_partition,
+    decode_producer_ids,
+    decode_topic,
+)
+from partita.cluster.model import PartitionState, TopicState
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Changes:
+    """What one batch of events touched, so that a broker reconciles only that."""
+
+    topics: set[str] = field(default_factory=set)
+    deleted_topics: set[str] = field(default_factory=set)
+    brokers: bool = False
+    controller: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.topics or self.deleted_topics or self.brokers or self.controller)
+
+
+class ClusterImage:
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self.revision = 0
+        self.cluster_id = ""
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.controller_id = -1
+        self.controller_epoch = 0  # the controller key's create revision
+        self.topics: dict[str, TopicState] = {}
+        self.topic_revisions: dict[str, int] = {}
+        self.partition_revisions: dict[tuple[uuid.UUID, int], int] = {}
+        self.producer_ids_next = 0
+        self.producer_ids_revision = 0
+        self._records: dict[str, TopicRecord] = {}
+        self._partitions: dict[uuid.UUID, dict[int, PartitionState]] = {}
+        self._names: dict[uuid.UUID, str] = {}
+
+    # -- feeding -----------------------------------------------------------------
+
+    def load(self, entries: Iterable[Entry], revision: int) -> Changes:
+        """Replace everything with a fresh listing (at start, and after a lost watch)."""
+        before = set(self.topics)
+        fresh = ClusterImage(self.layout)
+        changes = fresh.apply(Event("put", e) for e in entries)
+        for name in ("cluster_id", "brokers", "controller_id", "controller_epoch", "topics"):
+            setattr(self, name, getattr(fresh, name))
+        self.topic_revisions = fresh.topic_revisions
+        self.partition_revisions = fresh.partition_revisions
+        self.producer_ids_next = fresh.producer_ids_next
+        self.producer_ids_revision = fresh.producer_ids_revision
+        self._records, self._partitions, self._names = (
+            fresh._records,
+            fresh._partitions,
+            fresh._names,
+        )
+        self.revision = revision
+        changes.deleted_topics = before - set(self.topics)
+        changes.brokers = changes.controller = True
+        return changes
+
+    def apply(self, events: Iterable[Event]) -> Changes:
+        changes = Changes()
+        for event in events:
+            self.revision = max(self.revision, event.entry.mod_revision)
+            try:
+                self._apply_one(event, changes)
+            except BadValueError as exc:
+                log.error(
+                    "ignoring a malformed cluster metadata value",
+                    extra={"key": event.entry.key, "error": str(exc)},
+                )
+                # A key we cannot read is treated as absent.
+                if event.kind == "put":
+                    self._apply_one(Event("delete", event.entry), changes)
+        return changes
+
+    def _apply_one(self, event: Event, changes: Changes) -> None:
+        key, raw = event.entry.key, event.entry.value
+        put = event.kind == "put"
+        layout = self.layout
+        if key == layout.cluster:
+            self.cluster_id = raw.decode("utf-8", "replace") if put else ""
+        elif key == layout.controller:
+            changes.controller = True
+            self.controller_id = decode_controller(raw) if put else -1
+            self.controller_epoch = event.entry.create_revision if put else 0
+        elif key == layout.producer_ids:
+            self.producer_ids_next = decode_producer_ids(raw) if put else 0
+            self.producer_ids_revision = event.entry.mod_revision if put else 0
+        elif key.startswith(layout.brokers):
+            node = key.removeprefix(layout.brokers)
+            if not node.isdigit():
+                raise BadValueError(f"broker key {key!r} has no node id")
+            changes.brokers = True
+            if put:
+                self.brokers[int(node)] = decode_broker(int(node), raw, event.entry.create_revision)
+            else:
+                self.brokers.pop(int(node), None)
+        elif key.startswith(layout.topics):
+            self._apply_topic(key.removeprefix(layout.topics), event, changes)
+        elif key.startswith(layout.partitions):
+            self._apply_partition(event, changes)
+
+    def _apply_topic(self, name: str, event: Event, changes: Changes) -> None:
+        old = self._records.pop(name, None)
+        if old is not None:
+            self._names.pop(old.topic_id, None)
+            self.topics.pop(name, None)
+            self.topic_revisions.pop(name, None)
+        if event.kind == "delete":
+            changes.deleted_topics.add(name)
+            changes.topics.discard(name)
+            return
+        record = decode_topic(name, event.entry.value)
+        if old is not None and old.topic_id != record.topic_id:
+            changes.deleted_topics.add(name)
+        self._records[name] = record
+        self._names[record.topic_id] = name
+        self.topic_revisions[name] = event.entry.mod_revision
+        partitions = self._partitions.get(record.topic_id, {})
+        self.topics[name] = TopicState(
+            name,
+            record.topic_id,
+            {p: s for p, s in partitions.items() if p < record.partitions},
+            dict(record.configs),
+        )
+        changes.topics.add(name)
+
+    def _apply_partition(self, event: Event, changes: Changes) -> None:
+        topic_id, index = self.layout.parse_partition_key(event.entry.key)
+        states = self._partitions.setdefault(topic_id, {})
+        if event.kind == "delete":
+            states.pop(index, None)
+            self.partition_revisions.pop((topic_id, index), None)
+            if not states:
+                del self._partitions[topic_id]
+        else:
+            states[index] = decode_partition(event.entry.value)
+            self.partition_revisions[(topic_id, index)] = event.entry.mod_revision
+        name = self._names.get(topic_id)
+        if name is None:
+            return  # a topic being created, or the leftovers of a failed create
+        topic = self.topics[name]
+        if event.kind == "delete":
+            topic.partitions.pop(index, None)
+        elif index < self._records[name].partitions:
+            topic.partitions[index] = states[index]
+        changes.topics.add(name)
+
+    # -- questions ---------------------------------------------------------------
+
+    def partition_count(self, name: str) -> int:
+        record = self._records.get(name)
+        return record.partitions if record else 0
+
+    def live_brokers(self) -> dict[int, BrokerRegistration]:
+        return dict(self.brokers)
+
+    def electable(self) -> set[int]:
+        """Brokers that may lead: registered, recovered, and not shutting down."""
+        return {b for b, reg in self.brokers.items() if reg.electable}

@@ -1,0 +1,229 @@
+"""Where cluster metadata lives in the store, and how each value is written and checked.
+
+    <prefix>/cluster                          the cluster id
+    <prefix>/brokers/<id>                     a live broker (on its lease): host, port, rack
+    <prefix>/controller                       the active controller (on its lease)
+    <prefix>/topics/<name>                    topic id, partition count, configs
+    <prefix>/partitions/<topic id>/<n>        replicas, leader, epochs, ISR
+    <prefix>/producer-ids                     the next unallocated producer id
+
+Partition keys sit under the topic *id*, not its name: a topic deleted and created again
+never sees the old one's partitions, and a create that fails half-way leaves keys under
+an id nothing refers to.
+
+Every value is JSON and is checked on the way in: a malformed or hostile value (wrong
+types, negative ids, absurd sizes) raises ``BadValueError`` and the image skips and logs
+it, so a bad write to etcd can never crash a broker.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from partita.cluster.model import PartitionState, valid_topic_name
+
+MAX_NODE_ID = 2**31 - 1
+MAX_REPLICAS = 1_000
+
+
+class BadValueError(ValueError):
+    """A metadata value that does not follow the layout."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+    epoch: int  # the registration key's create revision: new on every start
+    state: str = "running"  # starting -> running -> shutting_down
+
+    @property
+    def electable(self) -> bool:
+        return self.state == "running"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str]
+
+
+class Layout:
+    def __init__(self, prefix: str = "partita") -> None:
+        self.root = "/" + prefix.strip("/") + "/"
+        self.cluster = self.root + "cluster"
+        self.controller = self.root + "controller"
+        self.producer_ids = self.root + "producer-ids"
+        self.brokers = self.root + "brokers/"
+        self.topics = self.root + "topics/"
+        self.partitions = self.root + "partitions/"
+
+    def broker(self, node_id: int) -> str:
+        return f"{self.brokers}{node_id}"
+
+    def topic(self, name: str) -> str:
+        return self.topics + name
+
+    def topic_partitions(self, topic_id: uuid.UUID) -> str:
+        return f"{self.partitions}{topic_id}/"
+
+    def partition(self, topic_id: uuid.UUID, index: int) -> str:
+        return f"{self.partitions}{topic_id}/{index}"
+
+    def parse_partition_key(self, key: str) -> tuple[uuid.UUID, int]:
+        rest = key.removeprefix(self.partitions)
+        topic_id, _, index = rest.partition("/")
+        if not index.isdigit():
+            raise BadValueError(f"partition key {key!r} has no partition number")
+        try:
+            return uuid.UUID(topic_id), int(index)
+        except ValueError as exc:
+            raise BadValueError(f"partition key {key!r} has no topic id") from exc
+
+
+# -- values --------------------------------------------------------------------------
+
+
+def _load(raw: bytes) -> Any:
+    if len(raw) > 1_000_000:
+        raise BadValueError(f"value of {len(raw)} bytes is too large")
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BadValueError(f"not JSON: {exc}") from exc
+
+
+def _dump(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _int(data: dict[str, Any], name: str, low: int, high: int) -> int:
+    value = data.get(name)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise BadValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
+    return value
+
+
+def _node_list(data: dict[str, Any], name: str) -> list[int]:
+    value = data.get(name)
+    if not isinstance(value, list) or len(value) > MAX_REPLICAS:
+        raise BadValueError(f"{name} must be a list of broker ids, got {value!r}")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+        raise BadValueError(f"{name} must hold broker ids, got {value!r}")
+    if len(set(value)) != len(value):
+        raise BadValueError(f"{name} names a broker twice: {value!r}")
+    return list(value)
+
+
+def _object(raw: bytes) -> dict[str, Any]:
+    data = _load(raw)
+    if not isinstance(data, dict):
+        raise BadValueError("value is not a JSON object")
+    return data
+
+
+BROKER_STATES = ("starting", "running", "shutting_down")
+
+
+def encode_broker(host: str, port: int, rack: str | None, state: str) -> bytes:
+    assert state in BROKER_STATES
+    return _dump({"host": host, "port": port, "rack": rack, "state": state})
+
+
+def decode_broker(node_id: int, raw: bytes, epoch: int) -> BrokerRegistration:
+    data = _object(raw)
+    host = data.get("host")
+    if not isinstance(host, str) or not host or len(host) > 255:
+        raise BadValueError(f"broker host must be a name, got {host!r}")
+    rack = data.get("rack")
+    if rack is not None and (not isinstance(rack, str) or len(rack) > 255):
+        raise BadValueError(f"broker rack must be a string, got {rack!r}")
+    return BrokerRegistration(
+        node_id,
+        host,
+        _int(data, "port", 1, 65535),
+        rack or None,
+        epoch,
+        _state(data.get("state")),
+    )
+
+
+def _state(value: object) -> str:
+    if value not in BROKER_STATES:
+        raise BadValueError(f"broker state must be one of {BROKER_STATES}, got {value!r}")
+    assert isinstance(value, str)
+    return value
+
+
+def encode_controller(node_id: int) -> bytes:
+    return _dump({"broker_id": node_id})
+
+
+def decode_controller(raw: bytes) -> int:
+    return _int(_object(raw), "broker_id", 0, MAX_NODE_ID)
+
+
+def encode_topic(record: TopicRecord) -> bytes:
+    return _dump(
+        {
+            "topic_id": str(record.topic_id),
+            "partitions": record.partitions,
+            "configs": record.configs,
+        }
+    )
+
+
+def decode_topic(name: str, raw: bytes) -> TopicRecord:
+    reason = valid_topic_name(name)
+    if reason:
+        raise BadValueError(reason)
+    data = _object(raw)
+    try:
+        topic_id = uuid.UUID(str(data.get("topic_id")))
+    except ValueError as exc:
+        raise BadValueError(f"topic id is not a UUID: {data.get('topic_id')!r}") from exc
+    configs = data.get("configs", {})
+    if not isinstance(configs, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in configs.items()
+    ):
+        raise BadValueError("topic configs must map names to strings")
+    return TopicRecord(name, topic_id, _int(data, "partitions", 1, 1_000_000), dict(configs))
+
+
+def encode_partition(state: PartitionState) -> bytes:
+    return _dump(state.to_json())
+
+
+def decode_partition(raw: bytes) -> PartitionState:
+    data = _object(raw)
+    replicas = _node_list(data, "replicas")
+    isr = _node_list(data, "isr")
+    if not replicas:
+        raise BadValueError("a partition needs at least one replica")
+    if not set(isr) <= set(replicas):
+        raise BadValueError(f"ISR {isr} holds brokers that are not replicas {replicas}")
+    leader = _int(data, "leader", -1, MAX_NODE_ID)
+    if leader != -1 and leader not in isr:
+        raise BadValueError(f"leader {leader} is not in the ISR {isr}")
+    return PartitionState(
+        replicas,
+        leader,
+        _int(data, "leader_epoch", 0, 2**31 - 1),
+        isr,
+        _int(data, "partition_epoch", 0, 2**31 - 1),
+    )
+
+
+def encode_producer_ids(next_id: int) -> bytes:
+    return _dump({"next": next_id})
+
+
+def decode_producer_ids(raw: bytes) -> int:
+    return _int(_object(raw), "next", 0, 2**63 - 1)

@@ -1,0 +1,228 @@
+"""The metadata image, the stores' writes and the controller, over the in-memory KV
+(etcd's revision, lease and watch semantics in one process)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
+
+import pytest
+
+from partita.cluster.cluster_store import ClusterMetadataStore, NodeIdInUseError
+from partita.cluster.controller import Controller
+from partita.cluster.kv import Compare, Put
+from partita.cluster.memory_kv import MemoryKV
+from partita.cluster.model import PartitionState, TopicState
+from partita.cluster.placement import assign_replicas
+from partita.errors import TopicAlreadyExistsError
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def _sync(test: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], None]:
+    """Run an async test on a fresh event loop (the suite has no asyncio plugin)."""
+
+    def run() -> None:
+        asyncio.run(test())
+
+    run.__name__ = test.__name__
+    return run
+
+
+async def _until(condition, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+class _Node:
+    def __init__(self, kv: MemoryKV, node_id: int) -> None:
+        self.store = ClusterMetadataStore(kv, "t", node_id, heartbeat_interval_ms=20)
+        self.controller = Controller(self.store, lambda _topic: False)
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.store.start()
+        await self.store.register("127.0.0.1", 9000 + self.store.node_id, None)
+        await self.store.set_state("running")
+        self.task = asyncio.create_task(self.controller.run())
+
+    async def crash(self, kv: MemoryKV) -> None:
+        """The broker's process is gone: its lease expires, its tasks stop."""
+        assert self.task is not None
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+        for task in self.store._tasks:
+            task.cancel()
+        await kv.expire(self.store.lease)
+
+
+@contextlib.asynccontextmanager
+async def _cluster(kv: MemoryKV, n: int = 3) -> AsyncIterator[list[_Node]]:
+    nodes = [_Node(kv, i) for i in range(1, n + 1)]
+    for node in nodes:
+        await node.start()
+    try:
+        yield nodes
+    finally:
+        for node in nodes:
+            if node.task is not None:
+                node.task.cancel()
+            for task in node.store._tasks:
+                task.cancel()
+
+
+def _topic(name: str, assignment: dict[int, list[int]]) -> TopicState:
+    return TopicState(
+        name,
+        uuid.uuid4(),
+        {p: PartitionState(list(r), r[0], 0, list(r)) for p, r in assignment.items()},
+        {},
+    )
+
+
+@_sync
+async def test_one_controller_is_elected_and_every_image_agrees() -> None:
+    kv = MemoryKV()
+    async with _cluster(kv) as nodes:
+        await _until(lambda: all(n.store.image.controller_id != -1 for n in nodes))
+        ids = {n.store.image.controller_id for n in nodes}
+        assert len(ids) == 1
+        assert sum(n.controller.active for n in nodes) == 1
+        assert all(set(n.store.image.brokers) == {1, 2, 3} for n in nodes)
+
+
+@_sync
+async def test_topics_created_through_any_broker_appear_everywhere_once() -> None:
+    kv = MemoryKV()
+    async with _cluster(kv) as nodes:
+        brokers: dict[int, str | None] = {1: None, 2: None, 3: None}
+        topic = _topic("orders", assign_replicas(brokers, 6, 3))
+        await nodes[1].store.create_topic(topic)
+        await _until(lambda: all("orders" in n.store.topics for n in nodes))
+        assert all(len(n.store.topics["orders"].partitions) == 6 for n in nodes)
+        with pytest.raises(TopicAlreadyExistsError):
+            await nodes[2].store.create_topic(_topic("orders", {0: [1]}))
+        # More partitions than one etcd transaction holds.
+        big = _topic("big", assign_replicas(brokers, 250, 2))
+        await nodes[0].store.create_topic(big)
+        await _until(lambda: len(nodes[2].store.topics.get("big", big).partitions) == 250)
+        await nodes[0].store.delete_topic("orders")
+        await _until(lambda: all("orders" not in n.store.topics for n in nodes))
+        assert not [k for k in kv.entries if str(topic.topic_id) in k]
+
+
+@_sync
+async def test_a_dead_leader_is_replaced_from_the_isr_with_a_new_epoch() -> None:
+    kv = MemoryKV()
+    async with _cluster(kv) as nodes:
+        topic = _topic("t", {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]})
+        await nodes[0].store.create_topic(topic)
+        await _until(lambda: nodes[1].store.image.controller_id != -1)
+        victim = nodes[0]
+        await victim.crash(kv)
+        survivor = nodes[1].store
+        await _until(lambda: all(s.leader != 1 for s in survivor.topics["t"].partitions.values()))
+        await _until(lambda: all(1 not in s.isr for s in survivor.topics["t"].partitions.values()))
+        p0 = survivor.topics["t"].partitions[0]
+        assert (p0.leader, p0.leader_epoch, p0.isr) == (2, 1, [2, 3])
+        p1 = survivor.topics["t"].partitions[1]
+        assert (p1.leader, p1.leader_epoch) == (2, 0)  # its leader lived: same epoch
+
+
+@_sync
+async def test_the_controller_is_replaced_when_it_dies() -> None:
+    kv = MemoryKV()
+    async with _cluster(kv) as nodes:
+        await _until(lambda: nodes[0].store.image.controller_id != -1)
+        first = nodes[0].store.image.controller_id
+        await nodes[first - 1].crash(kv)
+        others = [n for n in nodes if n.store.node_id != first]
+        await _until(lambda: others[0].store.image.controller_id not in (-1, first))
+        assert sum(n.controller.active for n in others) == 1
+
+
+@_sync
+async def test_a_deposed_controller_cannot_write() -> None:
+    kv = MemoryKV()
+    async with _cluster(kv, 2) as nodes:
+        await _until(lambda: any(n.controller.active for n in nodes))
+        old = next(n for n in nodes if n.controller.active)
+        stale_epoch = old.controller.epoch
+        # Its key goes (lease expired) and another broker takes the controllership,
+        # before the old one has noticed anything.
+        await kv.expire(old.store.lease)
+        await _until(lambda: any(n.controller.active for n in nodes if n is not old))
+        new = next(n for n in nodes if n is not old)
+        topic = _topic("x", {0: [new.store.node_id]})  # nothing for the controller to change
+        await new.store.create_topic(topic)
+        guard = Compare.created_at(old.store.layout.controller, stale_epoch)
+        state = PartitionState([1, 2], old.store.node_id, 7, [old.store.node_id], 3)
+        rev = new.store.image.partition_revisions[(topic.topic_id, 0)]
+        assert await old.store.write_partitions([(topic.topic_id, 0, rev, state)], guard) is None
+        # The same write under the live controller's token goes through: only the token
+        # refused it.
+        live = Compare.created_at(new.store.layout.controller, new.controller.epoch)
+        assert await new.store.write_partitions([(topic.topic_id, 0, rev, state)], live)
+
+
+@_sync
+async def test_a_live_node_id_cannot_register_twice() -> None:
+    kv = MemoryKV()
+    async with _cluster(kv, 1):
+        twin = ClusterMetadataStore(kv, "t", 1)
+        await twin.start()
+        with pytest.raises(NodeIdInUseError, match="node id 1 is already registered"):
+            await twin.register("127.0.0.1", 9999, None)
+
+
+@_sync
+async def test_malformed_values_are_skipped_not_fatal() -> None:
+    kv = MemoryKV()
+    async with _cluster(kv, 1) as nodes:
+        store = nodes[0].store
+        await kv.txn([], [Put("/t/brokers/7", b"{not json")])
+        await kv.txn([], [Put("/t/brokers/8", json.dumps({"host": "h", "port": -5}).encode())])
+        await kv.txn([], [Put("/t/topics/bad name!", b"{}")])
+        tid = uuid.uuid4()
+        await kv.txn(
+            [], [Put("/t/topics/ok", json.dumps({"topic_id": str(tid), "partitions": 1}).encode())]
+        )
+        await kv.txn(
+            [],
+            [
+                Put(
+                    f"/t/partitions/{tid}/0",
+                    json.dumps(
+                        {
+                            "replicas": [1],
+                            "leader": 5,
+                            "isr": [1],
+                            "leader_epoch": 0,
+                            "partition_epoch": 0,
+                        }
+                    ).encode(),
+                )
+            ],
+        )
+        await _until(lambda: "ok" in store.topics)
+        await asyncio.sleep(0.05)
+        assert set(store.image.brokers) == {1}
+        assert "bad name!" not in store.topics
+        assert store.topics["ok"].partitions == {}  # leader outside its ISR: refused
+
+
+@_sync
+async def test_producer_ids_are_unique_across_brokers() -> None:
+    kv = MemoryKV()
+    async with _cluster(kv, 2) as nodes:
+        ids = []
+        for _ in range(1500):
+            ids.append(await nodes[0].store.allocate_producer_id())
+            ids.append(await nodes[1].store.allocate_producer_id())
+        assert len(set(ids)) == len(ids)
