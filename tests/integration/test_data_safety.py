@@ -6,6 +6,9 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from tests.integration.clients import consume_all, create_topic, produce
 from tests.integration.conftest import BrokerProcess
@@ -80,3 +83,62 @@ def test_lock_dies_with_a_killed_broker(broker_factory: type[BrokerProcess]) -> 
     assert again.proc is not None
     assert (again.data_dir / ".lock").read_text().strip() == str(again.proc.pid)
     assert len(consume_all(again.bootstrap, "kept", [0], expected=1)) == 1
+
+
+# -- internal topics ----------------------------------------------------------------
+
+
+def commit_offset(bootstrap: str, group: str, topic: str, offset: int) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def committed_offset(bootstrap: str, group: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        (tp,) = consumer.committed([TopicPartition(topic, 0)], timeout=15)
+        return int(tp.offset)
+    finally:
+        consumer.close()
+
+
+def test_clients_cannot_produce_to_internal_topics(broker: BrokerProcess) -> None:
+    create_topic(broker.bootstrap, "orders")
+    commit_offset(broker.bootstrap, "billing", "orders", 7)  # creates __consumer_offsets
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "retries": 0})
+    errors: list[Any] = []
+    producer.produce(
+        "__consumer_offsets",
+        key=b"not an offset key",
+        value=b"junk",
+        partition=0,
+        on_delivery=lambda err, _msg: errors.append(err),
+    )
+    assert producer.flush(30) == 0
+    assert len(errors) == 1 and errors[0] is not None, errors
+    assert errors[0].code() == KafkaError.TOPIC_EXCEPTION  # INVALID_TOPIC_EXCEPTION, 17
+    del producer
+
+    # The coordinator's own writes go on, and nothing foreign is found at the restart.
+    commit_offset(broker.bootstrap, "billing", "orders", 9)
+    broker.restart()
+    assert committed_offset(broker.bootstrap, "billing", "orders") == 9
+    assert "unreadable __consumer_offsets" not in broker.logs()
+
+    # As in Kafka, the client id AdminUtils uses may write there (repairs by hand).
+    admin_producer = Producer(
+        {"bootstrap.servers": broker.bootstrap, "client.id": "__admin_client"}
+    )
+    admin_producer.produce(
+        "__consumer_offsets",
+        key=b"k",
+        value=None,
+        partition=0,
+        on_delivery=lambda e, _m: errors.append(e),
+    )
+    assert admin_producer.flush(30) == 0
+    assert errors[1:] == [None]

@@ -12,6 +12,7 @@ from kafka.protocol.producer import ProduceResponse
 from partita.errors import (
     InvalidRecordError,
     InvalidRequiredAcksError,
+    InvalidTopicError,
     KafkaError,
     NotEnoughReplicasError,
     TransactionalIdNotSupportedError,
@@ -45,16 +46,26 @@ class _RejectionLog:
 
 _rejections = _RejectionLog()
 
+# Kafka's Topic.INTERNAL_TOPICS: only the broker writes them (the group coordinator
+# appends to __consumer_offsets itself, not through Produce).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+# Kafka lets a client with this id write them (AdminUtils.ADMIN_CLIENT_ID), for repairs.
+ADMIN_CLIENT_ID = "__admin_client"
+
 _Topic = ProduceResponse.TopicProduceResponse
 _Partition = _Topic.PartitionProduceResponse
 
 
-def _append_one(broker: Broker, request: Any, topic: str, index: int, records: Any) -> Any:
+def _append_one(
+    broker: Broker, request: Any, topic: str, index: int, records: Any, internal_allowed: bool
+) -> Any:
     try:
         if request.transactional_id is not None:
             raise TransactionalIdNotSupportedError("partita does not support transactions")
         if request.acks not in (-1, 0, 1):
             raise InvalidRequiredAcksError(f"acks must be -1, 0 or 1, got {request.acks}")
+        if topic in INTERNAL_TOPICS and not internal_allowed:
+            raise InvalidTopicError(f"cannot append to internal topic {topic}")
         partition = broker.topics.partition(topic, index)
         if request.acks == -1:
             required = partition.log.config.min_insync_replicas
@@ -95,11 +106,12 @@ def _append_one(broker: Broker, request: Any, topic: str, index: int, records: A
     )
 
 
-def handle(broker: Broker, _header: RequestHeader, request: Any) -> Any | None:
+def handle(broker: Broker, header: RequestHeader, request: Any) -> Any | None:
+    internal_allowed = header.client_id == ADMIN_CLIENT_ID
     responses = []
     for topic_data in request.topic_data:
         partitions = [
-            _append_one(broker, request, topic_data.name, p.index, p.records)
+            _append_one(broker, request, topic_data.name, p.index, p.records, internal_allowed)
             for p in topic_data.partition_data
         ]
         responses.append(_Topic(name=topic_data.name, partition_responses=partitions))
