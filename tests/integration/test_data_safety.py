@@ -142,3 +142,72 @@ def test_clients_cannot_produce_to_internal_topics(broker: BrokerProcess) -> Non
     )
     assert admin_producer.flush(30) == 0
     assert errors[1:] == [None]
+
+
+# -- inspection tools never write -------------------------------------------------
+
+
+def snapshot(directory: Path) -> dict[str, tuple[int, int, bytes]]:
+    """Every file under ``directory`` with its size, mtime and content."""
+    return {
+        str(p.relative_to(directory)): (p.stat().st_size, p.stat().st_mtime_ns, p.read_bytes())
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_log_tools_never_write_a_live_data_dir(broker_factory: type[BrokerProcess]) -> None:
+    # No periodic checkpoint while the test compares the files.
+    live = broker_factory({"log.flush.offset.checkpoint.interval.ms": "3600000"})
+    live.start()
+    assert live.proc is not None
+    create_topic(live.bootstrap, "events", partitions=2)
+    produce(
+        live.bootstrap, "events", [{"value": b"x" * 100, "partition": i % 2} for i in range(100)]
+    )
+    data_dir = live.data_dir
+    before = snapshot(data_dir)
+
+    described = partita("log", "describe", str(data_dir))
+    segment = data_dir / "events-0" / "00000000000000000000.log"
+    dumped = partita("log", "dump", str(segment))
+
+    assert snapshot(data_dir) == before
+    assert not (data_dir / ".kafka_cleanshutdown").exists()
+    assert described.returncode == 0, described.stderr
+    in_use = f"{data_dir} is in use by broker pid {live.proc.pid}"
+    assert f"{in_use}; high watermarks shown may be stale" in described.stderr
+    assert "events-0" in described.stdout and "events-1" in described.stdout
+    assert dumped.returncode == 0, dumped.stderr
+    assert in_use in dumped.stderr
+    assert "50 batches" in dumped.stdout or "batches" in dumped.stdout
+
+    assert live.stop() == 0
+    stopped = snapshot(data_dir)
+    described = partita("log", "describe", str(data_dir))
+    assert described.returncode == 0, described.stderr
+    assert "in use" not in described.stderr
+    assert snapshot(data_dir) == stopped
+    rows = [line.split("│") for line in described.stdout.splitlines() if "events-" in line]
+    ends = {cells[1].strip(): (cells[3].strip(), cells[4].strip()) for cells in rows}
+    assert ends == {"events-0": ("50", "50"), "events-1": ("50", "50")}  # high watermark, end
+
+
+def test_log_describe_reports_a_torn_tail_without_repairing_it(
+    broker_factory: type[BrokerProcess],
+) -> None:
+    stopped = broker_factory()
+    stopped.start()
+    create_topic(stopped.bootstrap, "events")
+    produce(stopped.bootstrap, "events", [{"value": b"v"} for _ in range(10)])
+    assert stopped.stop() == 0
+    segment = stopped.data_dir / "events-0" / "00000000000000000000.log"
+    with segment.open("ab") as f:
+        f.write(b"\x00" * 30)  # what a crash in the middle of a write leaves
+    before = snapshot(stopped.data_dir)
+
+    described = partita("log", "describe", str(stopped.data_dir))
+
+    assert described.returncode == 0, described.stderr
+    assert "30 bytes after the last complete batch" in " ".join(described.stdout.split())
+    assert snapshot(stopped.data_dir) == before

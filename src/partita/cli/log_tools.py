@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from partita.errors import CorruptRecordError
 from partita.protocol.compression import Compression
 from partita.protocol.record_batch import HEADER_SIZE, check_crc, read_header
 from partita.protocol.records import decode_records
-from partita.storage.log_manager import LogManager
+from partita.storage.dir_lock import lock_holder
+from partita.storage.inspection import summarize
 
 app = typer.Typer(
     help="Inspect partition logs on disk (like kafka-dump-log.sh and kafka-log-dirs.sh).",
@@ -46,6 +47,9 @@ def dump(
     """
     if not path.is_file():
         raise _fail(f"{path} is not a segment file")
+    in_use = _in_use_note(path.resolve().parent.parent)
+    if in_use:
+        _note(f"{in_use}; the segment may be growing as it is read")
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -116,27 +120,48 @@ def dump(
 def describe(
     data_dir: Path = typer.Argument(..., help="A broker data directory."),
 ) -> None:
-    """Open a data directory (recovering it if it was not shut down cleanly) and show
-    every partition's offsets, segments and size."""
+    """Show every partition's offsets, segments and size.
+
+    Read-only: nothing in the directory is written or repaired, so it is safe on a
+    directory a running broker uses (high watermarks are then the last checkpointed).
+    """
     if not data_dir.is_dir():
         raise _fail(f"{data_dir} is not a directory")
-    if not os.access(data_dir, os.W_OK):
-        raise _fail(f"{data_dir} is not writable (recovery may need to write)")
-    manager = LogManager(data_dir)
-    manager.startup()
+    in_use = _in_use_note(data_dir)
+    try:
+        summaries = summarize(data_dir)
+    except OSError as exc:
+        raise _fail(f"cannot read {data_dir}: {exc.strerror or exc}") from None
     table = Table(title=f"partitions in {data_dir}")
     for column in ("partition", "log start", "high watermark", "log end", "segments", "bytes"):
         table.add_column(column, justify="right")
-    for (topic, partition), plog in sorted(manager.logs.items()):
+    for summary in summaries:
         table.add_row(
-            f"{topic}-{partition}",
-            str(plog.log_start_offset),
-            str(plog.high_watermark),
-            str(plog.log_end_offset),
-            str(len(plog.segments)),
-            f"{plog.size_bytes:,}",
+            f"{summary.topic}-{summary.partition}",
+            str(summary.log_start_offset),
+            str(summary.high_watermark),
+            str(summary.log_end_offset),
+            str(summary.segments),
+            f"{summary.size_bytes:,}",
         )
-    for (topic, partition), reason in sorted(manager.offline.items()):
-        table.add_row(f"[red]{topic}-{partition}[/red]", "offline", "", "", "", reason)
-    manager.shutdown()
+    if in_use:
+        _note(f"{in_use}; high watermarks shown may be stale")
     console.print(table)
+    for summary in summaries:
+        if summary.problem:
+            # Below the table, whole: a table column would cut it to the terminal's width.
+            where = f"{summary.topic}-{summary.partition}"
+            console.print(f"{where}: {escape(summary.problem)}", soft_wrap=True)
+
+
+def _in_use_note(data_dir: Path) -> str | None:
+    """The words for a directory whose lock a broker holds; None when none does."""
+    holder = lock_holder(data_dir)
+    if holder is None:
+        return None
+    who = f"broker pid {holder.pid}" if holder.pid is not None else "a broker"
+    return f"{data_dir} is in use by {who}"
+
+
+def _note(message: str) -> None:
+    Console(stderr=True, soft_wrap=True).print(f"[yellow]note:[/yellow] {escape(message)}")
