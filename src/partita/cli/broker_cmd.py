@@ -6,12 +6,8 @@ import asyncio
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from partita.errors import KafkaError
-from partita.server.config import BrokerConfig, parse_assignments, read_properties
-from partita.server.runtime import serve
+from partita.cli.common import fail
 
 
 def _parse_listen(value: str) -> tuple[str, int]:
@@ -46,6 +42,13 @@ def run(
         help="HOST:PORT to serve Prometheus metrics on, at /metrics (port 0: any; the log "
         "says which). Off unless given.",
     ),
+    metadata: str | None = typer.Option(
+        None,
+        "--metadata",
+        help="etcd://HOST:PORT[,HOST:PORT...][/PREFIX]: join the cluster whose metadata "
+        "lives in etcd under PREFIX (default partita). Without it the broker runs alone, "
+        "its metadata in the data directory.",
+    ),
 ) -> None:
     """Run a Kafka-compatible broker on a local data directory.
 
@@ -58,7 +61,20 @@ def run(
     With --metrics-listen 127.0.0.1:9404, Prometheus scrapes http://127.0.0.1:9404/metrics:
     requests and their latency by API, records and bytes in and out by topic, refused
     produces by error, and each partition's size and offsets.
+
+    A cluster: start each broker with its own --node-id and data directory and the same
+    --metadata etcd://127.0.0.1:2379, e.g. --node-id 1 --set broker.rack=a; or let
+    `partita cluster up --brokers 3` start etcd and the brokers for you.
     """
+    # Loaded here, not above: `partita broker --help` should not wait for the broker.
+    from partita.errors import KafkaError  # noqa: PLC0415
+    from partita.server.config import (  # noqa: PLC0415
+        BrokerConfig,
+        parse_assignments,
+        read_properties,
+    )
+    from partita.server.runtime import serve  # noqa: PLC0415
+
     host, port = _parse_listen(listen)
     metrics = _parse_listen(metrics_listen) if metrics_listen is not None else None
     try:
@@ -69,15 +85,27 @@ def run(
         if node_id is not None:
             sources.append({"node.id": str(node_id)})
         config = BrokerConfig.from_sources(*sources)
-        code = asyncio.run(serve(config, data_dir, host, port, ready_file, metrics))
+        if metadata is not None:
+            _check_metadata_url(metadata)
+        code = asyncio.run(
+            serve(config, data_dir, host, port, ready_file, metrics, metadata=metadata)
+        )
     except KafkaError as exc:
-        raise _fail(exc.message) from None
+        raise fail(exc.message) from None
     except OSError as exc:
-        raise _fail(f"{exc.strerror or exc}: {listen}") from None
+        raise fail(f"{exc.strerror or exc}: {listen}") from None
     raise typer.Exit(code)
 
 
-def _fail(message: str) -> typer.Exit:
-    """One line on stderr, never wrapped, whatever the width of the terminal (or none)."""
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {escape(message)}")
-    return typer.Exit(1)
+def _check_metadata_url(url: str) -> None:
+    if not url.startswith("etcd://"):
+        raise typer.BadParameter(
+            f"expected etcd://HOST:PORT[,HOST:PORT...][/PREFIX], got {url!r}",
+            param_hint="--metadata",
+        )
+    from partita.cluster.etcd_kv import parse_endpoints  # noqa: PLC0415
+
+    try:
+        parse_endpoints(url)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--metadata") from None

@@ -1,56 +1,115 @@
-"""What every client-side command shares: the bootstrap option and error reporting."""
+"""What every client-side command shares: the bootstrap option, one-line errors, and the
+console tables are printed on.
+
+This module is imported by every command, so it imports nothing heavy at the top: Rich
+is loaded when a table is printed, the client when an error is described.
+"""
 
 from __future__ import annotations
 
-import logging
+import asyncio
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+import sys
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
-from rich.console import Console
+
+from partita.client.bootstrap import parse_bootstrap
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+BOOTSTRAP_ENV = "PARTITA_BOOTSTRAP"
+# The name of the global option's parameter on the root command (cli.main).
+GLOBAL_BOOTSTRAP = "bootstrap_server"
+# Piped output is read by programs and people with wide editors: no line is cut.
+PIPE_WIDTH = 100_000
 
-console = Console()
-error_console = Console(stderr=True)
+T = TypeVar("T")
 
 
 def bootstrap_option() -> Any:
+    """``-b HOST:PORT[,…]`` of a client command. Given after the command it wins; else the
+    one given before it (``partita -b X topic list``), else $PARTITA_BOOTSTRAP, else
+    127.0.0.1:9092. The value is checked here, before anything connects."""
     return typer.Option(
-        os.environ.get("PARTITA_BOOTSTRAP", DEFAULT_BOOTSTRAP),
+        None,
         "-b",
         "--bootstrap-server",
-        help="HOST:PORT[,HOST:PORT…] of any broker (env PARTITA_BOOTSTRAP).",
+        metavar="HOST:PORT[,…]",
+        help=f"Any broker of the cluster. Default: the -b given before the command, else "
+        f"${BOOTSTRAP_ENV}, else {DEFAULT_BOOTSTRAP}.",
+        callback=_resolve_bootstrap,
+        show_default=False,
     )
 
 
+def _resolve_bootstrap(ctx: typer.Context, value: str | None) -> str:
+    chosen = (
+        value
+        or ctx.find_root().params.get(GLOBAL_BOOTSTRAP)
+        or os.environ.get(BOOTSTRAP_ENV)
+        or DEFAULT_BOOTSTRAP
+    )
+    if not ctx.resilient_parsing:  # shell completion parses without running
+        check_bootstrap(chosen)
+    return chosen
+
+
+def check_bootstrap(servers: str) -> None:
+    try:
+        parse_bootstrap(servers)
+    except ValueError as exc:
+        raise fail(f"-b: {exc}") from None
+
+
 def fail(message: str) -> typer.Exit:
-    """Print one clear line on stderr; the caller raises the returned Exit(1)."""
-    error_console.print(f"[red]error:[/red] {message}")
+    """Print one line on stderr, ``error: <message>``; the caller raises the returned
+    Exit(1). Plain text, never wrapped: scripts grep it, and a message may hold brackets
+    that a markup renderer would eat."""
+    label = "\x1b[31merror:\x1b[0m" if sys.stderr.isatty() else "error:"
+    print(f"{label} {' '.join(message.split())}", file=sys.stderr)
     return typer.Exit(1)
 
 
-def quiet_client_logs() -> None:
-    """The Kafka client library narrates every connection at INFO; commands report
-    failures themselves in one line."""
-    logging.getLogger("kafka").setLevel(logging.CRITICAL)
+def error_message(exc: BaseException, bootstrap: str) -> str:
+    """What went wrong, in words, for an exception out of the client."""
+    from partita.client.cluster import NoBrokersAvailableError  # noqa: PLC0415
+    from partita.client.connection import ConnectionLostError  # noqa: PLC0415
+    from partita.errors import KafkaError  # noqa: PLC0415
+
+    if isinstance(exc, NoBrokersAvailableError):
+        return f"cannot reach a broker at {bootstrap}"
+    if isinstance(exc, ConnectionLostError):
+        return f"lost the connection to the broker: {exc.message}"
+    if isinstance(exc, KafkaError):
+        return exc.message
+    if isinstance(exc, ValueError):  # the client refused an argument, and says which
+        return str(exc)
+    if isinstance(exc, OSError):  # a broker named by the metadata, not a bootstrap one
+        return f"cannot reach a broker of {bootstrap}'s cluster: {exc.strerror or exc}"
+    # Not a failure partita expects: say so, with enough to report it.
+    return f"internal error, please report it: {type(exc).__name__}: {exc}"
 
 
-@contextmanager
-def broker_errors(bootstrap: str) -> Iterator[None]:
-    """Turn client library failures into one line and exit code 1."""
+def run_client(bootstrap: str, work: Coroutine[Any, Any, T]) -> T:
+    """Run a command's client work; any failure becomes one line and exit code 1."""
     try:
-        yield
+        return asyncio.run(work)
     except typer.Exit:
         raise
     except Exception as exc:
-        name = type(exc).__name__
-        if (
-            "NoBrokersAvailable" in name
-            or "KafkaConnection" in name
-            or "Unable to bootstrap" in str(exc)
-        ):
-            raise fail(f"cannot reach a broker at {bootstrap}") from None
-        raise fail(f"{name}: {exc}") from None
+        raise fail(error_message(exc, bootstrap)) from None
+
+
+def stdout_console() -> Console:
+    """Where tables go. On a terminal, Rich fits them to its width; piped or redirected,
+    nothing is wrapped, folded or cut with an ellipsis: each row is one line as long as
+    its values."""
+    from rich.console import Console  # noqa: PLC0415
+
+    if sys.stdout.isatty():
+        return Console()
+    return Console(width=PIPE_WIDTH, soft_wrap=True)

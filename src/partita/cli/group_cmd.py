@@ -12,16 +12,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
 import typer
-from rich.table import Table
 
-from partita.cli.common import bootstrap_option, console, fail
-from partita.client.admin import AdminError, AsyncAdmin
-from partita.client.cluster import NoBrokersAvailableError
-from partita.client.group_member import GroupError
+from partita.cli.common import bootstrap_option, error_message, fail, stdout_console
 
 if TYPE_CHECKING:
-    # At run time imported by _run: the consumer's decoder loads compiled code (numba,
-    # ~0.8 s) that other commands, and --help, should not wait for.
+    # Loaded by _run, when a command runs: --help needs none of the client.
+    from partita.client.admin import AsyncAdmin
     from partita.client.consumer import AsyncConsumer
 
 T = TypeVar("T")
@@ -40,7 +36,9 @@ app = typer.Typer(
 
 
 def _run(bootstrap: str, action: Callable[[AsyncAdmin, AsyncConsumer], Awaitable[T]]) -> T:
+    from partita.client.admin import AsyncAdmin  # noqa: PLC0415
     from partita.client.consumer import AsyncConsumer  # noqa: PLC0415
+    from partita.client.group_member import GroupError  # noqa: PLC0415
 
     async def go() -> T:
         async with (
@@ -53,14 +51,10 @@ def _run(bootstrap: str, action: Callable[[AsyncAdmin, AsyncConsumer], Awaitable
         return asyncio.run(go())
     except typer.Exit:
         raise
-    except (NoBrokersAvailableError, OSError):
-        raise fail(f"cannot reach a broker at {bootstrap}") from None
     except GroupError as exc:
-        raise fail(GROUP_ERRORS.get(exc.code, f"{exc} (error {exc.code})")) from None
-    except AdminError as exc:
-        raise fail(exc.message) from None
+        raise fail(GROUP_ERRORS.get(exc.code, exc.message)) from None
     except Exception as exc:
-        raise fail(f"{type(exc).__name__}: {exc}") from None
+        raise fail(error_message(exc, bootstrap)) from None
 
 
 async def _offsets(
@@ -75,13 +69,15 @@ async def _offsets(
 @app.command("list")
 def list_groups(bootstrap: str = bootstrap_option()) -> None:
     """List every consumer group with its state."""
+    from rich.table import Table  # noqa: PLC0415
+
     groups = _run(bootstrap, lambda admin, _c: admin.list_groups())
     table = Table(title="consumer groups")
     for column in ("group", "state", "protocol type"):
         table.add_column(column)
     for group in groups:
         table.add_row(group.group_id, group.state, group.protocol_type)
-    console.print(table)
+    stdout_console().print(table)
 
 
 @app.command()
@@ -97,7 +93,13 @@ def describe(
         partitions = sorted(set(owners) | set(committed))
         return info, committed, owners, partitions, await _offsets(consumer, partitions, LATEST)
 
+    from rich.table import Table  # noqa: PLC0415
+
     info, committed, owners, partitions, ends = _run(bootstrap, gather)
+    if info.state == "Dead" and not info.members and not committed:
+        # What DescribeGroups answers for a group id it has never seen; Kafka's tool says:
+        raise fail(f"Consumer group '{group}' does not exist.")
+    console = stdout_console()
     console.print(
         f"group [bold]{group}[/bold]: state {info.state}, "
         f"{len(info.members)} member(s), protocol {info.protocol or '-'}"
@@ -162,12 +164,7 @@ def reset_offsets(
     async def plan(
         admin: AsyncAdmin, consumer: AsyncConsumer
     ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
-        try:
-            described = await admin.describe_topics([topic])
-        except AdminError:
-            raise fail(f"unknown topic {topic!r}") from None
-        if not described:
-            raise fail(f"unknown topic {topic!r}")
+        described = await admin.describe_topics([topic])  # fails for a missing topic
         partitions = [(topic, p.partition) for p in described[0].partitions]
         earliest = await _offsets(consumer, partitions, EARLIEST)
         latest = await _offsets(consumer, partitions, LATEST)
@@ -190,6 +187,8 @@ def reset_offsets(
             await admin.alter_group_offsets(group, targets)
         return current, targets
 
+    from rich.table import Table  # noqa: PLC0415
+
     current, targets = _run(bootstrap, plan)
     table = Table(
         title=f"{'new' if execute else 'proposed (dry run; add --execute)'} offsets "
@@ -200,7 +199,7 @@ def reset_offsets(
     for tp, offset in targets.items():
         before = current.get(tp)
         table.add_row(tp[0], str(tp[1]), "-" if before is None else str(before), str(offset))
-    console.print(table)
+    stdout_console().print(table)
 
 
 @app.command()
@@ -213,4 +212,4 @@ def delete(
     code = result.get(group, 0)
     if code:
         raise fail(f"cannot delete group {group!r}: {GROUP_ERRORS.get(code, f'error {code}')}")
-    console.print(f"deleted group {group}")
+    stdout_console().print(f"deleted group {group}")

@@ -1,22 +1,158 @@
-"""``partita``: the command line, in the style of rpk and Kafka's own tools."""
+"""``partita``: the command line, in the style of rpk and Kafka's own tools.
+
+A command's module is imported only when that command runs or shows its help, so each
+command pays for what it uses: ``partita --help`` loads no client, no broker and no
+compiled code, ``partita consume`` no broker. The commands, with the one-line help the
+top-level ``--help`` lists, are in ``COMMANDS`` below.
+"""
 
 from __future__ import annotations
 
-import typer
+import importlib
+import inspect
+import logging
+from dataclasses import dataclass
+from typing import Any
 
-from partita import __version__, logs
-from partita.cli import (
-    broker_cmd,
-    demo,
-    group_cmd,
-    log_tools,
-    pipeline_cmd,
-    produce_consume,
-    topic_cmd,
-)
+import typer
+from typer.core import TyperCommand, TyperGroup
+from typer.main import get_command
+
+from partita import __version__
+from partita.cli.common import BOOTSTRAP_ENV, check_bootstrap
+
+
+@dataclass(frozen=True, slots=True)
+class LazyCommand:
+    module: str
+    attribute: str  # a Typer app (a command group) or a command function
+    summary: str  # what `partita --help` lists; the command's first help line
+
+
+COMMANDS = {
+    "broker": LazyCommand(
+        "partita.cli.broker_cmd", "run", "Run a Kafka-compatible broker on a local data directory."
+    ),
+    "topic": LazyCommand(
+        "partita.cli.topic_cmd",
+        "app",
+        "Topics: create, list, describe, alter, delete; add partitions.",
+    ),
+    "produce": LazyCommand(
+        "partita.cli.produce_cmd", "produce", "Write one record per input line (stdin or --file)."
+    ),
+    "consume": LazyCommand(
+        "partita.cli.consume_cmd",
+        "consume",
+        "Print records. Example: partita consume events -o -10 --format json --encoding base64",
+    ),
+    "group": LazyCommand(
+        "partita.cli.group_cmd",
+        "app",
+        "Consumer groups: members, committed offsets, lag; reset or delete offsets.",
+    ),
+    "log": LazyCommand(
+        "partita.cli.log_tools",
+        "app",
+        "Inspect partition logs on disk (like kafka-dump-log.sh and kafka-log-dirs.sh).",
+    ),
+    "pipeline": LazyCommand(
+        "partita.cli.pipeline_cmd",
+        "run",
+        "Run the main job: NYC flights 2013 through partita into a PySpark pipeline.",
+    ),
+    "demo": LazyCommand(
+        "partita.cli.demo",
+        "run",
+        "Write keyed events to partition logs, crash, recover, read everything back.",
+    ),
+}
+
+
+def reflow(text: str | None) -> str | None:
+    """Help text with each paragraph on one line, for the help renderer to wrap at the
+    terminal's width. Docstrings are wrapped at 100 columns in the source; Typer's Rich
+    help keeps those line breaks and then wraps again, which broke sentences in the
+    middle. A paragraph whose lines are indented is left as it is (an example block)."""
+    if text is None:
+        return None
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(
+        p if any(line.startswith(" ") for line in p.splitlines()) else " ".join(p.split())
+        for p in paragraphs
+    )
+
+
+def _reflow_tree(command: Any) -> None:
+    command.help = reflow(command.help)
+    for child in getattr(command, "commands", {}).values():
+        _reflow_tree(child)
+
+
+_COMPLETION_OPTIONS = ("install_completion", "show_completion")
+
+
+def load_command(name: str) -> Any:
+    """The Click command for ``name``, built from its module (imported now)."""
+    spec = COMMANDS[name]
+    target = getattr(importlib.import_module(spec.module), spec.attribute)
+    if isinstance(target, typer.Typer):
+        command = get_command(target)
+    else:
+        holder = typer.Typer(add_completion=False)
+        holder.command(name)(target)
+        command = get_command(holder)
+    command.name = name
+    # Shell completion is installed from the root command, not from each subcommand.
+    command.params = [p for p in command.params if p.name not in _COMPLETION_OPTIONS]
+    _reflow_tree(command)
+    return command
+
+
+class LazyGroup(TyperGroup):
+    """The root command: subcommands are loaded when they are run, or their own help is
+    asked for; listing them (``partita --help``) uses the summaries in ``COMMANDS``."""
+
+    _listing = False
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in COMMANDS:
+            return None
+        if self._listing:
+            return TyperCommand(cmd_name, help=COMMANDS[cmd_name].summary)
+        return load_command(cmd_name)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+
+class _ConfigureOnFirstRecord(logging.Handler):
+    """Stands in for partita's log handler until something logs: the real one (structlog)
+    takes 0.1 s to import, which a client command that logs nothing should not pay."""
+
+    def __init__(self, level: str, fmt: str) -> None:
+        super().__init__()
+        self.settings = (level, fmt)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from partita import logs  # noqa: PLC0415
+
+        logs.configure(*self.settings)  # replaces this handler on the root logger
+        for handler in logging.getLogger().handlers:
+            if record.levelno >= handler.level:
+                handler.handle(record)
+
 
 app = typer.Typer(
     name="partita",
+    cls=LazyGroup,
     help=(
         "partita: a Kafka-compatible, partitioned, replicated commit log.\n\n"
         "Data lives in Kafka's own on-disk format: one directory per partition holding "
@@ -26,14 +162,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-app.add_typer(log_tools.app, name="log")
-app.add_typer(group_cmd.app, name="group")
-app.add_typer(topic_cmd.app, name="topic")
-app.command(name="produce")(produce_consume.produce)
-app.command(name="consume")(produce_consume.consume)
-app.command(name="pipeline")(pipeline_cmd.run)
-app.command(name="demo")(demo.run)
-app.command(name="broker")(broker_cmd.run)
 
 
 def _version(value: bool) -> None:
@@ -44,6 +172,17 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main(
+    # The name is common.GLOBAL_BOOTSTRAP: what client commands look up.
+    bootstrap_server: str | None = typer.Option(
+        None,
+        "-b",
+        "--bootstrap-server",
+        envvar=BOOTSTRAP_ENV,
+        metavar="HOST:PORT[,…]",
+        help="Any broker of the cluster, for every client command (topic, produce, consume, "
+        "group); a -b after the command wins. Default: 127.0.0.1:9092.",
+        show_default=False,
+    ),
     log_level: str = typer.Option(
         "INFO", "--log-level", envvar="PARTITA_LOG_LEVEL", help="DEBUG, INFO, WARNING or ERROR."
     ),
@@ -57,7 +196,11 @@ def main(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
-    logs.configure(log_level, log_format)
+    if bootstrap_server is not None:
+        check_bootstrap(bootstrap_server)
+    root = logging.getLogger()
+    root.handlers[:] = [_ConfigureOnFirstRecord(log_level, log_format)]
+    root.setLevel(log_level.upper())
 
 
 if __name__ == "__main__":  # pragma: no cover

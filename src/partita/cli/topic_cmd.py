@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
-from rich.table import Table
 
-from partita.cli.common import bootstrap_option, console, fail
-from partita.client.admin import AdminError, AsyncAdmin
+from partita.cli.common import bootstrap_option, fail, run_client, stdout_console
+
+if TYPE_CHECKING:
+    # Loaded when a command runs: --help needs none of the client.
+    from partita.client.admin import AsyncAdmin
 
 app = typer.Typer(
     help="Topics: create, list, describe, alter, delete; add partitions.", no_args_is_help=True
@@ -18,19 +19,17 @@ app = typer.Typer(
 T = TypeVar("T")
 
 SOURCES = {1: "topic", 4: "broker", 5: "default"}
+BROKER_DEFAULT = -1  # CreateTopics: "use the broker's setting"
 
 
 def run_admin(bootstrap: str, action: Callable[[AsyncAdmin], Awaitable[T]]) -> T:
+    from partita.client.admin import AsyncAdmin  # noqa: PLC0415
+
     async def go() -> T:
         async with AsyncAdmin(bootstrap) as admin:
             return await action(admin)
 
-    try:
-        return asyncio.run(go())
-    except AdminError as exc:
-        raise fail(exc.message) from None
-    except Exception as exc:
-        raise fail(f"{type(exc).__name__}: {exc}") from None
+    return run_client(bootstrap, go())
 
 
 def _parse_configs(items: list[str]) -> dict[str, str]:
@@ -46,37 +45,47 @@ def _parse_configs(items: list[str]) -> dict[str, str]:
 @app.command()
 def create(
     topic: str = typer.Argument(..., help="Topic name."),
-    partitions: int = typer.Option(-1, "-p", "--partitions", help="Default: num.partitions."),
-    replicas: int = typer.Option(-1, "-r", "--replicas", help="Default: broker setting."),
+    partitions: int | None = typer.Option(
+        None, "-p", "--partitions", help="Default: the broker's num.partitions."
+    ),
+    replicas: int | None = typer.Option(
+        None, "-r", "--replicas", help="Default: the broker's default.replication.factor."
+    ),
     config: list[str] = typer.Option([], "-c", "--config", help="key=value, repeatable."),
     bootstrap: str = bootstrap_option(),
 ) -> None:
     """Create a topic. Example: partita topic create orders -p 6 -c retention.ms=86400000"""
     configs = _parse_configs(config)
-    run_admin(bootstrap, lambda a: a.create_topic(topic, partitions, replicas, configs))
-    console.print(f"created topic {topic}")
+    count = BROKER_DEFAULT if partitions is None else partitions
+    factor = BROKER_DEFAULT if replicas is None else replicas
+    run_admin(bootstrap, lambda a: a.create_topic(topic, count, factor, configs))
+    stdout_console().print(f"created topic {topic}")
 
 
 @app.command("list")
 def list_topics(bootstrap: str = bootstrap_option()) -> None:
     """List topics with their partition counts."""
+    from rich.table import Table  # noqa: PLC0415
+
     topics = run_admin(bootstrap, lambda a: a.describe_topics())
     table = Table(title="topics")
     for column in ("topic", "partitions", "internal"):
         table.add_column(column)
     for t in topics:
         table.add_row(t.name, str(len(t.partitions)), "yes" if t.internal else "")
-    console.print(table)
+    stdout_console().print(table)
 
 
 @app.command()
 def describe(topic: str = typer.Argument(...), bootstrap: str = bootstrap_option()) -> None:
     """Each partition's leader, replicas and in-sync replicas, and the topic's configs."""
+    from rich.table import Table  # noqa: PLC0415
 
     async def both(a: AsyncAdmin) -> tuple[Any, Any]:
         return (await a.describe_topics([topic]))[0], await a.describe_configs(topic)
 
     description, configs = run_admin(bootstrap, both)
+    console = stdout_console()
     console.print(
         f"topic [bold]{topic}[/bold]  id {description.topic_id}  "
         f"{len(description.partitions)} partitions"
@@ -115,7 +124,7 @@ def alter(
         raise fail("nothing to change: give --set key=value or --delete key")
     changes = _parse_configs(set_)
     run_admin(bootstrap, lambda a: a.alter_configs(topic, changes, delete))
-    console.print(f"updated topic {topic}")
+    stdout_console().print(f"updated topic {topic}")
 
 
 @app.command("add-partitions")
@@ -126,7 +135,7 @@ def add_partitions(
 ) -> None:
     """Grow a topic. Keyed records hash over the partition count, so keys move."""
     run_admin(bootstrap, lambda a: a.add_partitions(topic, total))
-    console.print(
+    stdout_console().print(
         f"topic {topic} now has {total} partitions. [yellow]Note:[/yellow] keyed "
         "records now map to different partitions than before."
     )
@@ -136,4 +145,4 @@ def add_partitions(
 def delete(topic: str = typer.Argument(...), bootstrap: str = bootstrap_option()) -> None:
     """Delete a topic and all its data."""
     run_admin(bootstrap, lambda a: a.delete_topic(topic))
-    console.print(f"deleted topic {topic}")
+    stdout_console().print(f"deleted topic {topic}")

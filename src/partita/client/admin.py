@@ -15,7 +15,13 @@ from kafka.protocol.admin import (
 )
 
 from partita.client import group_admin
-from partita.client.cluster import Cluster, metadata_request
+from partita.client.cluster import (
+    UNKNOWN_TOPIC_OR_PARTITION,
+    Cluster,
+    metadata_request,
+    topic_error,
+)
+from partita.client.error_names import describe_error_code
 from partita.client.group_admin import GroupDescription, GroupListing
 from partita.errors import KafkaError
 
@@ -49,7 +55,10 @@ class TopicDescription:
 
 def _check(code: int, message: str | None, what: str) -> None:
     if code:
-        raise AdminError(code, f"{what}: {message or f'error {code}'}")
+        if not message:
+            missing = code == UNKNOWN_TOPIC_OR_PARTITION
+            message = "it does not exist" if missing else describe_error_code(code)
+        raise AdminError(code, f"{what}: {message}")
 
 
 class AsyncAdmin:
@@ -115,7 +124,8 @@ class AsyncAdmin:
         response = await self._request(metadata_request(names))
         out = []
         for t in response.topics:
-            _check(t.error_code, None, f"topic {t.name!r}")
+            if t.error_code:
+                raise AdminError(t.error_code, topic_error(t.name, t.error_code).message)
             out.append(
                 TopicDescription(
                     t.name,

@@ -10,13 +10,38 @@ from typing import Any
 
 from kafka.protocol.metadata import MetadataRequest
 
+from partita.client.bootstrap import parse_bootstrap
 from partita.client.connection import BrokerConnection, ConnectionLostError
-from partita.errors import KafkaError
+from partita.client.error_names import describe_error_code
+from partita.cluster.model import valid_topic_name
+from partita.errors import (
+    InvalidTopicError,
+    KafkaError,
+    LeaderNotAvailableError,
+    UnknownTopicOrPartitionError,
+)
+
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_TOPIC_EXCEPTION = 17
 
 
 class NoBrokersAvailableError(KafkaError):
     code = -1
     retriable = True
+
+
+def topic_error(name: str, code: int) -> KafkaError:
+    """The error for a topic that Metadata answered with ``code``, saying what is wrong in
+    words: a user who typed a name wants to know that it does not exist, or why it is not
+    a valid name, not a number."""
+    if code == UNKNOWN_TOPIC_OR_PARTITION:
+        return UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+    if code == INVALID_TOPIC_EXCEPTION:
+        # Kafka's naming rules say why; a name that keeps them was refused for another
+        # reason (a topic clients may not use).
+        reason = valid_topic_name(name) or f"the broker refuses topic {name!r} as invalid"
+        return InvalidTopicError(reason)
+    return KafkaError(f"topic {name!r} is not available: {describe_error_code(code)}")
 
 
 @dataclass(slots=True)
@@ -29,15 +54,6 @@ class TopicInfo:
     @property
     def partitions(self) -> int:
         return len(self.leaders)
-
-
-def parse_bootstrap(servers: str | list[str]) -> list[tuple[str, int]]:
-    items = servers.split(",") if isinstance(servers, str) else servers
-    out = []
-    for item in items:
-        host, _, port = item.strip().rpartition(":")
-        out.append((host or "127.0.0.1", int(port)))
-    return out
 
 
 def metadata_request(topics: list[str] | None, auto_create: bool = False) -> Any:
@@ -99,6 +115,9 @@ class Cluster:
             existing = self._connections.get(node_id)
             if existing is not None and not existing.closed:
                 return existing
+            if node_id not in self.brokers:
+                # A partition without a leader (-1), or a broker the metadata no longer lists.
+                raise LeaderNotAvailableError(f"broker {node_id} is not in the cluster's metadata")
             host, port = self.brokers[node_id]
             connection = BrokerConnection(host, port, self.client_id)
             await connection.connect()
@@ -146,8 +165,7 @@ class Cluster:
             await self._refresh_patiently([name], auto_create)
             info = self.topics.get(name)
         if info is None or info.error_code:
-            code = info.error_code if info else 3
-            raise KafkaError(f"topic {name!r} is not available (error {code})")
+            raise topic_error(name, info.error_code if info else UNKNOWN_TOPIC_OR_PARTITION)
         return info
 
     def replica_racks(self, topics: list[str]) -> dict[tuple[str, int], list[str | None]]:

@@ -20,8 +20,14 @@ from typing import Any, NamedTuple
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 
 from partita.client.cluster import Cluster
+from partita.client.error_names import describe_error_code
 from partita.client.group_member import GroupMember, RebalanceListener
-from partita.errors import KafkaError, OffsetOutOfRangeError
+from partita.errors import (
+    KafkaError,
+    LeaderNotAvailableError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
 from partita.protocol.fetch_response import decode_fetch_response_v11
 from partita.protocol.record_columns import Columns, decode_columns, end_of_whole_batches
 
@@ -333,6 +339,17 @@ class AsyncConsumer:
 
     # -- offset lookups ----------------------------------------------------------
 
+    async def _leader(self, tp: TopicPartition) -> int:
+        """The node that leads ``tp`` (-1 while it has none); UnknownTopicOrPartitionError
+        naming the partition when the topic does not have it."""
+        info = await self.cluster.topic(tp[0], auto_create=False)
+        leader = info.leaders.get(tp[1])
+        if leader is None:
+            raise UnknownTopicOrPartitionError(
+                f"topic {tp[0]!r} has no partition {tp[1]} (partitions: 0-{info.partitions - 1})"
+            )
+        return leader
+
     async def list_offsets(
         self, specs: dict[TopicPartition, int]
     ) -> dict[TopicPartition, tuple[int, int]]:
@@ -340,8 +357,9 @@ class AsyncConsumer:
         partition; returns (offset, timestamp), offset -1 when nothing qualifies."""
         by_leader: dict[int, dict[str, list[tuple[int, int]]]] = {}
         for (topic, partition), timestamp in specs.items():
-            info = await self.cluster.topic(topic, auto_create=False)
-            leader = info.leaders.get(partition, -1)
+            leader = await self._leader((topic, partition))
+            if leader < 0:
+                raise LeaderNotAvailableError(f"{topic}-{partition} has no leader right now")
             by_leader.setdefault(leader, {}).setdefault(topic, []).append((partition, timestamp))
         result: dict[TopicPartition, tuple[int, int]] = {}
         for leader, topics in by_leader.items():
@@ -368,8 +386,8 @@ class AsyncConsumer:
                 for p in topic.partitions:
                     if p.error_code:
                         raise KafkaError(
-                            f"list offsets for {topic.name}-{p.partition_index} "
-                            f"failed with error {p.error_code}"
+                            f"cannot list offsets of {topic.name}-{p.partition_index}: "
+                            f"{describe_error_code(p.error_code)}"
                         )
                     result[(topic.name, p.partition_index)] = (p.offset, p.timestamp)
         return result
@@ -468,8 +486,12 @@ class AsyncConsumer:
             await self._reset_to_policy(missing)
         by_leader: dict[int, list[TopicPartition]] = {}
         for tp in active:
-            info = await self.cluster.topic(tp[0], auto_create=False)
-            by_leader.setdefault(info.leaders.get(tp[1], -1), []).append(tp)
+            leader = await self._leader(tp)
+            if leader < 0:  # being elected: fetched once the metadata names a leader
+                with contextlib.suppress(Exception):
+                    await self.cluster.refresh([tp[0]], auto_create=False)
+                continue
+            by_leader.setdefault(leader, []).append(tp)
         if not by_leader:
             await asyncio.sleep(wait)
             return
