@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -23,7 +24,7 @@ def test_refusals_for_made_up_topics_share_one_label(tmp_path: Path) -> None:
     broker = Broker(BrokerConfig.from_sources(), tmp_path, Listener("127.0.0.1", 0))
     broker.startup()
     try:
-        broker.topics.create("real", 1, 1, {})
+        asyncio.run(broker.topics.create("real", 1, 1, {}))
         for name in ("ghost-1", "ghost-2", "ghost-3"):
             broker.metrics.produce_refused(name, 3)
         broker.metrics.produce_refused("real", 10)

@@ -45,7 +45,8 @@ from partita.cluster.layout import (
     encode_producer_ids,
     encode_topic,
 )
-from partita.cluster.model import PartitionState, TopicState
+from partita.cluster.model import BrokerInfo, PartitionState, TopicState
+from partita.cluster.store import Listener
 from partita.errors import (
     BrokerNotAvailableError,
     KafkaError,
@@ -58,7 +59,6 @@ log = logging.getLogger(__name__)
 # etcd refuses transactions of more than 128 operations by default (--max-txn-ops).
 TXN_OPS = 100
 PRODUCER_ID_BLOCK = 1000
-Listener = Callable[[Changes], None]
 
 
 class NodeIdInUseError(KafkaError):
@@ -102,6 +102,20 @@ class ClusterMetadataStore:
     @property
     def cluster_id(self) -> str:
         return self.image.cluster_id
+
+    @property
+    def controller_id(self) -> int:
+        return self.image.controller_id
+
+    def brokers(self) -> list[BrokerInfo]:
+        return [
+            BrokerInfo(b.node_id, b.host, b.port, b.rack)
+            for _, b in sorted(self.image.brokers.items())
+            if b.state != "starting"
+        ]
+
+    def placement_brokers(self) -> dict[int, str | None]:
+        return {b.node_id: b.rack for b in self.image.brokers.values() if b.electable}
 
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)

@@ -10,10 +10,17 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
-from partita.cluster.model import TopicState
-from partita.errors import KafkaStorageError
+from partita.cluster.image import Changes
+from partita.cluster.model import BrokerInfo, PartitionState, TopicState
+from partita.cluster.store import Listener
+from partita.errors import (
+    KafkaStorageError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
 from partita.storage.checkpoint import write_atomically
 
 log = logging.getLogger(__name__)
@@ -30,8 +37,12 @@ class EmbeddedMetadataStore:
         self.cluster_id = ""
         self.producer_id_block_end = 0  # persisted: ids below it may have been handed out
         self._next_producer_id = 0
+        self.local_broker: Callable[[], BrokerInfo] | None = None  # the broker's own address
+        self._listeners: list[Listener] = []
+        self._node_id = 0
 
     def load(self, node_id: int) -> None:
+        self._node_id = node_id
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = self._load_meta_properties(node_id)
         if not self.path.exists():
@@ -74,15 +85,53 @@ class EmbeddedMetadataStore:
         except OSError as exc:
             raise KafkaStorageError(f"cannot write cluster metadata: {exc}") from exc
 
+    # -- the MetadataStore interface (cluster.store) ----------------------------------
+
+    @property
+    def controller_id(self) -> int:
+        return self._node_id
+
+    def brokers(self) -> list[BrokerInfo]:
+        return [self.local_broker()] if self.local_broker else []
+
+    def placement_brokers(self) -> dict[int, str | None]:
+        # Alone, a broker places every replica on itself; racks mean nothing.
+        return {self.controller_id: None}
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def _publish(self, changes: Changes) -> None:
+        for listener in self._listeners:
+            listener(changes)
+
+    async def create_topic(self, state: TopicState) -> None:
+        if state.name in self.topics:
+            raise TopicAlreadyExistsError(f"topic {state.name!r} already exists")
+        self.put_topic(state)
+
+    async def delete_topic(self, name: str) -> None:
+        if self.topics.pop(name, None) is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        self.save()
+        self._publish(Changes(deleted_topics={name}))
+
+    async def add_partitions(self, name: str, new: dict[int, PartitionState]) -> None:
+        topic = self.topics[name]
+        topic.partitions.update(new)
+        self.put_topic(topic)
+
+    async def set_configs(self, name: str, configs: dict[str, str]) -> None:
+        topic = self.topics[name]
+        topic.configs = dict(configs)
+        self.put_topic(topic)
+
     def put_topic(self, topic: TopicState) -> None:
         self.topics[topic.name] = topic
         self.save()
+        self._publish(Changes(topics={topic.name}))
 
-    def delete_topic(self, name: str) -> None:
-        self.topics.pop(name, None)
-        self.save()
-
-    def allocate_producer_id(self) -> int:
+    async def allocate_producer_id(self) -> int:
         """A producer id never handed out before, even across restarts (ids are reserved
         in blocks of 1000 so that the file is not rewritten for every producer)."""
         if self._next_producer_id >= self.producer_id_block_end:

@@ -1,7 +1,10 @@
 """The broker's state and lifecycle: config, metadata store, logs, topics, producer ids.
 
-Everything here is synchronous and event-loop free; the network layer
-(``partita.server.network``) drives it.
+A broker alone keeps its metadata in the embedded store (one file in the data
+directory); given ``metadata="etcd://..."`` it is a cluster member (``cluster_node``)
+whose metadata lives in etcd. Nothing past this module asks which: both stores answer
+the same interface (``cluster.store.MetadataStore``). The network layer
+(``partita.server.network``) and ``runtime`` drive it.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from pathlib import Path
 
 from partita.cluster.embedded_store import EmbeddedMetadataStore
 from partita.cluster.model import BrokerInfo
+from partita.cluster.store import MetadataStore
+from partita.server.cluster_node import ClusterNode
 from partita.server.config import BrokerConfig
 from partita.server.groups import GroupService
 from partita.server.metrics import BrokerMetrics
@@ -29,13 +34,30 @@ class Listener:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, data_dir: Path, listener: Listener) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        data_dir: Path,
+        listener: Listener,
+        metadata: str | None = None,
+    ) -> None:
         self.config = config
         self.data_dir = data_dir
         self.listener = listener
         self.node_id = config.node_id
-        self.store = EmbeddedMetadataStore(data_dir)
+        self.embedded: EmbeddedMetadataStore | None = None
+        self.cluster: ClusterNode | None = None
+        self.store: MetadataStore
+        if metadata is None:
+            self.embedded = EmbeddedMetadataStore(data_dir)
+            self.embedded.local_broker = lambda: self.info
+            self.store = self.embedded
+        else:
+            self.cluster = ClusterNode(self, metadata)
+            self.store = self.cluster.store
         self.topics = TopicManager(config, self.store, LogManager(data_dir))
+        if self.cluster is not None:
+            self.topics.fenced = self.cluster.fenced
         self.logs = self.topics.logs
         self.logs.config_for = self.topics.log_config
         self.groups = GroupService(self)
@@ -61,10 +83,10 @@ class Broker:
     def startup(self) -> None:
         self.lock_data_dir()
         try:
-            self.store.load(self.node_id)
+            if self.embedded is not None:
+                self.embedded.load(self.node_id)
             self.logs.startup()
-            self.topics.load()
-            self.groups.load()
+            self.topics.load()  # also loads the groups of the offsets partitions led here
         except BaseException:
             self._release_data_dir()
             raise

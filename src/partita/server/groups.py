@@ -1,6 +1,12 @@
 """The asyncio side of the group coordinator: parked JoinGroup/SyncGroup requests become
 futures, a timer drives the state machine's deadlines, and committed offsets are written
-to (and reloaded from) the compacted ``__consumer_offsets`` topic."""
+to (and reloaded from) the compacted ``__consumer_offsets`` topic.
+
+A group's coordinator is the leader of its ``__consumer_offsets`` partition, as in Kafka:
+when this broker becomes a partition's leader it loads that partition's groups from the
+log, and when it stops leading it forgets them; requests for groups it does not
+coordinate get NOT_COORDINATOR, and clients ask FindCoordinator again. A broker alone
+leads every partition, so it coordinates every group."""
 
 from __future__ import annotations
 
@@ -27,15 +33,17 @@ from partita.coordinator.offset_records import (
     parse_key,
     parse_offset_value,
 )
-from partita.errors import KafkaError
+from partita.errors import KafkaError, TopicAlreadyExistsError
 from partita.protocol.records import Record, build_batch, decode_records
 
 if TYPE_CHECKING:
     from partita.server.broker import Broker
+    from partita.server.partition import Partition
 
 log = logging.getLogger(__name__)
 
 _TICK_SECONDS = 0.1
+NOT_COORDINATOR = 16
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
 
 
@@ -56,23 +64,50 @@ class GroupService:
             max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
         )
         self._ticker: asyncio.Task[None] | None = None
+        self.loaded: set[int] = set()  # the offsets partitions whose groups live here
+        broker.topics.leadership_listeners.append(self._leadership_moved)
 
     # -- lifecycle ---------------------------------------------------------------
 
-    def load(self) -> None:
-        """Rebuild committed offsets from ``__consumer_offsets`` (if it exists yet)."""
-        topic = self.broker.store.topics.get(OFFSETS_TOPIC)
-        if topic is None:
+    def coordinates(self, group_id: str) -> bool:
+        return group_partition(group_id, self.partitions) in self.loaded
+
+    def _leadership_moved(self, partition: Partition, leads: bool) -> None:
+        if partition.topic != OFFSETS_TOPIC:
             return
+        if leads:
+            self._load_partition(partition)
+        else:
+            self._unload_partition(partition.index)
+
+    def _load_partition(self, partition: Partition) -> None:
+        """Rebuild this partition's groups and committed offsets from its log."""
+        started = time.monotonic()
+        self._unload_partition(partition.index)
         loaded = 0
-        for index in topic.partitions:
-            partition = self.broker.topics.partitions.get((OFFSETS_TOPIC, index))
-            if partition is None:
-                continue
-            for batch in partition.log.iter_batches():
-                for record in decode_records(batch)[1]:
-                    loaded += self._replay(record)
-        log.info("group offsets loaded", extra={"records": loaded, "groups": len(self.core.groups)})
+        for batch in partition.log.iter_batches():
+            for record in decode_records(batch)[1]:
+                loaded += self._replay(record)
+        self.loaded.add(partition.index)
+        log.info(
+            "group offsets loaded",
+            extra={
+                "partition": partition.index,
+                "records": loaded,
+                "groups": len(self.core.groups),
+                "seconds": round(time.monotonic() - started, 3),
+            },
+        )
+
+    def _unload_partition(self, index: int) -> None:
+        self.loaded.discard(index)
+        gone = [g for g in self.core.groups if group_partition(g, self.partitions) == index]
+        for group_id in gone:
+            del self.core.groups[group_id]
+        if gone:
+            log.info(
+                "no longer coordinating groups", extra={"partition": index, "groups": len(gone)}
+            )
 
     def _replay(self, record: Record) -> int:
         if record.key is None:
@@ -130,6 +165,8 @@ class GroupService:
             handle.set_result(result)
 
     async def join(self, request: JoinRequest) -> JoinResult:
+        if not self.coordinates(request.group_id):
+            return JoinResult(NOT_COORDINATOR, member_id=request.member_id)
         future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         immediate = self.core.join(request, future, now_ms())
         if immediate is not None:
@@ -146,6 +183,8 @@ class GroupService:
         protocol_name: str | None,
         assignments: dict[str, bytes],
     ) -> SyncResult:
+        if not self.coordinates(group_id):
+            return SyncResult(NOT_COORDINATOR)
         future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
         immediate = self.core.sync(
             group_id,
@@ -164,14 +203,29 @@ class GroupService:
 
     # -- offsets -----------------------------------------------------------------
 
-    def ensure_offsets_topic(self) -> None:
-        if OFFSETS_TOPIC not in self.broker.store.topics:
-            self.broker.topics.create(OFFSETS_TOPIC, self.partitions, 1, OFFSETS_TOPIC_CONFIGS)
+    async def ensure_offsets_topic(self) -> None:
+        """Create ``__consumer_offsets`` on first use, replicated
+        ``offsets.topic.replication.factor`` times (or on every broker, if fewer)."""
+        if OFFSETS_TOPIC in self.broker.store.topics:
+            return
+        wanted = self.broker.config.get_int("offsets.topic.replication.factor")
+        brokers = len(self.broker.store.placement_brokers())
+        with contextlib.suppress(TopicAlreadyExistsError):  # another broker was first
+            await self.broker.topics.create(
+                OFFSETS_TOPIC, self.partitions, max(1, min(wanted, brokers)), OFFSETS_TOPIC_CONFIGS
+            )
+
+    def coordinator_of(self, group_id: str) -> int:
+        """The node id of the group's coordinator, or -1 while it has none."""
+        topic = self.broker.store.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            return -1
+        state = topic.partitions.get(group_partition(group_id, self.partitions))
+        return state.leader if state is not None else -1
 
     def _write(self, group_id: str, key: bytes, value: bytes | None) -> None:
-        self.ensure_offsets_topic()
         index = group_partition(group_id, self.partitions)
-        partition = self.broker.topics.partition(OFFSETS_TOPIC, index)
+        partition = self.broker.topics.leader_partition(OFFSETS_TOPIC, index)
         partition.append(build_batch([Record(0, now_ms(), key, value)]))
 
     def commit(
@@ -184,6 +238,8 @@ class GroupService:
         version: int,
     ) -> tuple[int, list[int]]:
         """Validate, then persist each offset; (group error, per-offset error codes)."""
+        if not self.coordinates(group_id):
+            return NOT_COORDINATOR, [NOT_COORDINATOR] * len(offsets)
         now = now_ms()
         error = self.core.validate_offset_commit(
             group_id, generation, member_id, instance_id, now, version
@@ -192,14 +248,13 @@ class GroupService:
             return error, [error] * len(offsets)
         if not offsets:
             return NONE, []
-        self.ensure_offsets_topic()
         records = [
             Record(i, now, offset_key(group_id, t, p), offset_value(v))
             for i, (t, p, v) in enumerate(offsets)
         ]
         index = group_partition(group_id, self.partitions)
         try:
-            partition = self.broker.topics.partition(OFFSETS_TOPIC, index)
+            partition = self.broker.topics.leader_partition(OFFSETS_TOPIC, index)
             partition.append(build_batch(records))
         except KafkaError as exc:
             log.error(
@@ -211,6 +266,8 @@ class GroupService:
         return NONE, [NONE] * len(offsets)
 
     def delete_group(self, group_id: str) -> int:
+        if not self.coordinates(group_id):
+            return NOT_COORDINATOR
         error, removed = self.core.delete_group(group_id, now_ms())
         if error == NONE:
             for topic, partition in removed:
@@ -221,6 +278,8 @@ class GroupService:
     def delete_offsets(
         self, group_id: str, partitions: list[tuple[str, int]]
     ) -> tuple[int, dict[tuple[str, int], int]]:
+        if not self.coordinates(group_id):
+            return NOT_COORDINATOR, {}
         before = self.core.committed(group_id)
         error, results = self.core.delete_offsets(group_id, partitions)
         for tp, code in results.items():

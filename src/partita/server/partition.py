@@ -1,9 +1,16 @@
 """A partition as the broker serves it: its log, its leadership, its producers, and the
 fetchers waiting for new data.
 
-On a single broker every partition is led here with an ISR of one, so the high watermark
-follows the log end offset. Replication will replace ``advance_high_watermark`` with the
-ISR rule (min LEO over the ISR, never moving back).
+Leadership lives here and only here: ``become`` takes the partition's state from the
+metadata image (leader, leader epoch, ISR, replicas), and ``check_leader`` is the one
+test every leader-only request (Produce, Fetch from consumers, ListOffsets, DeleteRecords,
+OffsetForLeaderEpoch) passes, with Kafka's errors: NOT_LEADER_OR_FOLLOWER on a broker
+that does not lead it, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when the client's
+epoch is older / newer than ours (KIP-320).
+
+Until followers replicate, the leader's high watermark follows its log end offset, as on
+a single broker; replication will replace ``advance_high_watermark`` with the ISR rule
+(min LEO over the ISR, never moving back).
 """
 
 from __future__ import annotations
@@ -12,8 +19,15 @@ import asyncio
 import struct
 from dataclasses import dataclass, field
 
+from partita.cluster.model import PartitionState
 from partita.coordinator.producer_state import ProducerStateTable
-from partita.errors import CorruptRecordError, InvalidRecordError
+from partita.errors import (
+    CorruptRecordError,
+    FencedLeaderEpochError,
+    InvalidRecordError,
+    NotLeaderOrFollowerError,
+    UnknownLeaderEpochError,
+)
 from partita.protocol.record_batch import (
     BATCH_LENGTH_POS,
     LOG_OVERHEAD,
@@ -34,10 +48,57 @@ class Partition:
     topic: str
     index: int
     log: PartitionLog
+    node_id: int
+    leader: int = -1
     leader_epoch: int = 0
     isr: list[int] = field(default_factory=list)
+    replicas: list[int] = field(default_factory=list)
     producers: ProducerStateTable = field(default_factory=ProducerStateTable)
     waiters: set[asyncio.Future[None]] = field(default_factory=set)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader == self.node_id
+
+    def become(self, state: PartitionState) -> None:
+        """Take the partition's state from the metadata image. Leader epochs only grow:
+        an older state (a stale image) is ignored."""
+        if state.leader_epoch < self.leader_epoch:
+            return
+        was_leader, old_epoch = self.is_leader, self.leader_epoch
+        self.leader = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.isr = list(state.isr)
+        self.replicas = list(state.replicas)
+        if self.is_leader and (
+            self.log.epochs.latest_epoch < self.leader_epoch or not self.log.epochs.entries
+        ):
+            # Recorded at election, as Kafka does, so the new epoch starts at our log end
+            # and the first produce need not write the leader-epoch checkpoint.
+            self.log.epochs.assign(self.leader_epoch, self.log.log_end_offset)
+            self.log.epochs.flush()
+        if was_leader != self.is_leader or old_epoch != self.leader_epoch:
+            # Parked fetches and acks answer now, with the new leadership's errors.
+            self.wake_fetchers()
+
+    def check_leader(self, current_leader_epoch: int = -1) -> None:
+        """Refuse a leader-only request unless we lead this partition at the client's
+        epoch (-1: the client does not say)."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"broker {self.node_id} does not lead {self.topic}-{self.index} "
+                f"(leader {self.leader}, epoch {self.leader_epoch})"
+            )
+        if current_leader_epoch < 0:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"leader epoch {current_leader_epoch} is older than {self.leader_epoch}"
+            )
+        if current_leader_epoch > self.leader_epoch:
+            raise UnknownLeaderEpochError(
+                f"leader epoch {current_leader_epoch} is newer than {self.leader_epoch}"
+            )
 
     def rebuild_producer_state(self) -> None:
         """Replay idempotent batch headers from the log (no record decoding)."""

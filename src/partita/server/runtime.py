@@ -63,8 +63,9 @@ async def serve(
     port: int,
     ready_file: Path | None = None,
     metrics_listen: tuple[str, int] | None = None,
+    metadata: str | None = None,
 ) -> int:
-    broker = Broker(config, data_dir, Listener(host, port))
+    broker = Broker(config, data_dir, Listener(host, port), metadata)
     broker.lock_data_dir()  # first: a second broker on the directory must open nothing
     metrics_server = None
     if metrics_listen is not None:
@@ -79,9 +80,13 @@ async def serve(
             "metrics listening", extra={"host": bound[0], "port": bound[1], "path": "/metrics"}
         )
     started = time.monotonic()
+    if broker.cluster is not None:
+        await broker.cluster.connect()  # the image first: it says which partitions are ours
     broker.startup()
     server = BrokerServer(broker)
     broker.listener.port = await server.start(host, port)
+    if broker.cluster is not None:
+        await broker.cluster.join()  # electable from here on
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -100,6 +105,9 @@ async def serve(
     broker.groups.start()
     await stop.wait()
     log.info("stopping", extra={"requests_served": server.requests_served})
+    if broker.cluster is not None:
+        # Hand leaderships over while clients can still reach us and learn the new leaders.
+        await broker.cluster.leave(config.get_int("controlled.shutdown.timeout.ms") / 1000)
     await server.stop()
     if metrics_server is not None:
         metrics_server.close()

@@ -1,22 +1,33 @@
-"""Topic lifecycle on a single broker: create, delete, grow, reconfigure.
+"""The topics and partitions of one broker: creating, deleting, growing and
+reconfiguring topics through the metadata store, and keeping this broker's partitions in
+step with the metadata image.
 
-This is the controller's job in a cluster; on one broker it writes the embedded metadata
-store and opens or removes the partition logs directly.
+Changes go one way: a request writes the store, the store publishes what changed (its own
+writes included), and ``_on_metadata`` reconciles -- opens the logs of partitions that
+name this broker as a replica, hands each its leadership state, drops partitions and
+topics that went away. The embedded store (one broker) and the etcd store (a cluster)
+feed the same path, so nothing here knows which one runs.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-from partita.cluster.embedded_store import EmbeddedMetadataStore
+from partita.cluster.image import Changes
 from partita.cluster.model import PartitionState, TopicState, valid_topic_name
+from partita.cluster.placement import (
+    assign_replicas,
+    check_explicit_assignment,
+    start_index_for,
+)
+from partita.cluster.store import MetadataStore
 from partita.errors import (
     InvalidConfigurationError,
     InvalidPartitionsError,
-    InvalidReplicationFactorError,
     InvalidTopicError,
+    NotLeaderOrFollowerError,
     TopicAlreadyExistsError,
     TopicDeletionDisabledError,
     UnknownTopicIdError,
@@ -30,28 +41,36 @@ from partita.storage.log_manager import LogManager
 log = logging.getLogger(__name__)
 
 MAX_PARTITIONS = 100_000
+Assignment = Mapping[int, list[int]]
 
 
 class TopicManager:
-    def __init__(self, config: BrokerConfig, store: EmbeddedMetadataStore, logs: LogManager):
+    def __init__(self, config: BrokerConfig, store: MetadataStore, logs: LogManager):
         self.config = config
         self.store = store
         self.logs = logs
         self.node_id = config.node_id
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._by_id: dict[uuid.UUID, str] = {}
+        # True while this broker may not act as a leader (its cluster lease cannot be
+        # trusted); the cluster runtime sets it, a broker alone never is.
+        self.fenced: Callable[[], bool] = lambda: False
+        # Told (partition, leads) whenever this broker starts or stops leading one.
+        self.leadership_listeners: list[Callable[[Partition, bool], None]] = []
+        self._loaded = False
+        store.subscribe(self._on_metadata)
 
-    # -- loading -----------------------------------------------------------------
+    # -- loading and reconciling -------------------------------------------------
 
     def log_config(self, topic: str) -> LogConfig:
         state = self.store.topics.get(topic)
         return self.config.topic_config(state.configs if state else {})
 
     def load(self) -> None:
-        for topic in self.store.topics.values():
-            self._by_id[topic.topic_id] = topic.name
-            for index, state in topic.partitions.items():
-                self._open_partition(topic.name, index, state)
+        """Open this broker's partitions as the image has them (after the logs are up)."""
+        self._loaded = True
+        for name in list(self.store.topics):
+            self._reconcile_topic(name)
         known = {(t.name, p) for t in self.store.topics.values() for p in t.partitions}
         for tp in list(self.logs.logs):
             if tp not in known:
@@ -59,6 +78,54 @@ class TopicManager:
                     "partition directory belongs to no topic; leaving it untouched",
                     extra={"partition": f"{tp[0]}-{tp[1]}"},
                 )
+
+    def _on_metadata(self, changes: Changes) -> None:
+        if not self._loaded:
+            return  # load() reconciles everything once the logs are up
+        for name in changes.deleted_topics:
+            self._drop_topic(name)
+        for name in changes.topics:
+            self._reconcile_topic(name)
+
+    def _reconcile_topic(self, name: str) -> None:
+        topic = self.store.topics.get(name)
+        if topic is None:
+            self._drop_topic(name)
+            return
+        self._by_id[topic.topic_id] = name
+        config = self.log_config(name)
+        for index, state in topic.partitions.items():
+            partition = self.partitions.get((name, index))
+            hosted = self.node_id in state.replicas
+            if hosted and partition is None:
+                partition = self._open_partition(name, index, state)
+            elif not hosted and partition is not None:
+                self._drop_partition(name, index)
+                continue
+            if partition is None:
+                continue
+            leads = partition.is_leader
+            partition.become(state)
+            if partition.log.config != config:
+                partition.log.update_config(config)
+            if leads != partition.is_leader:
+                self._leadership_moved(partition)
+
+    def _leadership_moved(self, partition: Partition) -> None:
+        log.info(
+            "leadership changed",
+            extra={
+                "partition": f"{partition.topic}-{partition.index}",
+                "leader": partition.leader,
+                "leader_epoch": partition.leader_epoch,
+                "isr": partition.isr,
+            },
+        )
+        for listener in self.leadership_listeners:
+            try:
+                listener(partition, partition.is_leader)
+            except Exception:
+                log.exception("leadership listener failed")
 
     def _open_partition(self, topic: str, index: int, state: PartitionState) -> Partition | None:
         try:
@@ -68,19 +135,28 @@ class TopicManager:
                 "partition unavailable", extra={"partition": f"{topic}-{index}", "error": str(exc)}
             )
             return None
-        if (
-            partition_log.epochs.latest_epoch < state.leader_epoch
-            or not partition_log.epochs.entries
-        ):
-            # Record the leader epoch now, so that the first produce does not have to
-            # write the leader-epoch checkpoint on its way.
-            partition_log.epochs.assign(state.leader_epoch, partition_log.log_end_offset)
-            partition_log.epochs.flush()
-        partition = Partition(topic, index, partition_log, state.leader_epoch, list(state.isr))
+        partition = Partition(topic, index, partition_log, self.node_id)
         partition.rebuild_producer_state()
+        partition.become(state)
         partition.advance_high_watermark()
         self.partitions[(topic, index)] = partition
+        if partition.is_leader:
+            self._leadership_moved(partition)
         return partition
+
+    def _drop_topic(self, name: str) -> None:
+        for topic, index in [tp for tp in self.partitions if tp[0] == name]:
+            self._drop_partition(topic, index)
+        self._by_id = {i: n for i, n in self._by_id.items() if n != name or n in self.store.topics}
+
+    def _drop_partition(self, topic: str, index: int) -> None:
+        partition = self.partitions.pop((topic, index), None)
+        if partition is not None:
+            if partition.is_leader:
+                partition.leader = -1
+                self._leadership_moved(partition)
+            partition.wake_fetchers()
+        self.logs.delete_partition(topic, index)
 
     # -- lookups -----------------------------------------------------------------
 
@@ -92,17 +168,35 @@ class TopicManager:
 
     def name_for_id(self, topic_id: uuid.UUID) -> str:
         name = self._by_id.get(topic_id)
-        if name is None:
+        if name is None or name not in self.store.topics:
             raise UnknownTopicIdError(f"unknown topic id {topic_id}")
         return name
 
     def partition(self, topic: str, index: int) -> Partition:
+        """This broker's replica of a partition, whatever its role."""
         partition = self.partitions.get((topic, index))
         if partition is None:
-            if topic in self.store.topics and index in self.store.topics[topic].partitions:
-                # Known but not open: its log could not be loaded.
+            known = self.store.topics.get(topic)
+            if known is not None and index in known.partitions:
+                if self.node_id not in known.partitions[index].replicas:
+                    raise NotLeaderOrFollowerError(
+                        f"broker {self.node_id} holds no replica of {topic}-{index}"
+                    )
+                # Ours but not open: its log could not be loaded.
                 self.logs.get(topic, index)
             raise UnknownTopicOrPartitionError(f"unknown partition {topic}-{index}")
+        return partition
+
+    def leader_partition(self, topic: str, index: int, current_leader_epoch: int = -1) -> Partition:
+        """The partition, if this broker leads it at the client's epoch: the one check
+        every leader-only request makes."""
+        partition = self.partition(topic, index)
+        if self.fenced():
+            raise NotLeaderOrFollowerError(
+                f"broker {self.node_id} cannot renew its cluster lease; it acts as leader "
+                f"of nothing until it can"
+            )
+        partition.check_leader(current_leader_epoch)
         return partition
 
     # -- changes -----------------------------------------------------------------
@@ -118,13 +212,35 @@ class TopicManager:
         self.config.topic_config(clean)  # raises on out-of-range values
         return clean
 
-    def create(
+    def _placement(
+        self,
+        name: str,
+        count: int,
+        replication_factor: int,
+        assignment: Assignment | None,
+        first_partition: int = 0,
+        start_index: int | None = None,
+    ) -> dict[int, list[int]]:
+        brokers = self.store.placement_brokers()
+        if assignment:
+            check_explicit_assignment(assignment, list(brokers))
+            return {first_partition + i: list(r) for i, r in enumerate(assignment.values())}
+        return assign_replicas(
+            brokers,
+            count,
+            replication_factor,
+            first_partition=first_partition,
+            start_index=start_index,
+        )
+
+    async def create(
         self,
         name: str,
         num_partitions: int = -1,
         replication_factor: int = -1,
         configs: Mapping[str, str | None] | None = None,
         *,
+        assignment: Assignment | None = None,
         validate_only: bool = False,
     ) -> TopicState:
         reason = valid_topic_name(name)
@@ -132,54 +248,52 @@ class TopicManager:
             raise InvalidTopicError(reason)
         if name in self.store.topics:
             raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+        if assignment:
+            num_partitions = len(assignment)
         if num_partitions == -1:
             num_partitions = self.config.get_int("num.partitions")
         if replication_factor == -1:
             replication_factor = self.config.get_int("default.replication.factor")
         if not 1 <= num_partitions <= MAX_PARTITIONS:
             raise InvalidPartitionsError(f"number of partitions must be >= 1, got {num_partitions}")
-        if replication_factor != 1:
-            raise InvalidReplicationFactorError(
-                f"replication factor {replication_factor} is larger than the 1 available broker"
-                if replication_factor > 1
-                else f"replication factor must be >= 1, got {replication_factor}"
-            )
         clean = self.validate_configs(configs or {})
+        placed = self._placement(name, num_partitions, replication_factor, assignment)
         state = TopicState(
             name,
             uuid.uuid4(),
-            {
-                p: PartitionState([self.node_id], self.node_id, 0, [self.node_id])
-                for p in range(num_partitions)
-            },
+            {p: PartitionState(list(r), r[0], 0, list(r)) for p, r in placed.items()},
             clean,
         )
         if validate_only:
             return state
-        self.store.put_topic(state)
-        self._by_id[state.topic_id] = name
-        for index, partition_state in state.partitions.items():
-            self._open_partition(name, index, partition_state)
+        await self.store.create_topic(state)
         log.info(
-            "created topic", extra={"topic": name, "partitions": num_partitions, "configs": clean}
+            "created topic",
+            extra={
+                "topic": name,
+                "partitions": num_partitions,
+                "replication_factor": len(placed[0]),
+                "configs": clean,
+            },
         )
-        return state
+        return self.store.topics.get(name, state)
 
-    def delete(self, name: str) -> TopicState:
+    async def delete(self, name: str) -> TopicState:
         if not self.config.get_bool("delete.topic.enable"):
             raise TopicDeletionDisabledError("delete.topic.enable is false")
         state = self.topic(name)
-        self.store.delete_topic(name)
-        self._by_id.pop(state.topic_id, None)
-        for index in state.partitions:
-            partition = self.partitions.pop((name, index), None)
-            if partition is not None:
-                partition.wake_fetchers()
-            self.logs.delete_partition(name, index)
+        await self.store.delete_topic(name)
         log.info("deleted topic", extra={"topic": name})
         return state
 
-    def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
+    async def add_partitions(
+        self,
+        name: str,
+        total: int,
+        *,
+        assignment: Assignment | None = None,
+        validate_only: bool = False,
+    ) -> None:
         """Grow a topic to ``total`` partitions; Kafka never shrinks one."""
         state = self.topic(name)
         current = len(state.partitions)
@@ -192,32 +306,39 @@ class TopicManager:
             raise InvalidPartitionsError(f"topic {name!r} already has {current} partitions")
         if total > MAX_PARTITIONS:
             raise InvalidPartitionsError(f"{total} partitions is more than {MAX_PARTITIONS}")
+        if assignment is not None and len(assignment) != total - current:
+            raise InvalidPartitionsError(
+                f"{len(assignment)} replica assignments given for {total - current} new partitions"
+            )
+        first = state.partitions[0].replicas if 0 in state.partitions else []
+        placed = self._placement(
+            name,
+            total - current,
+            len(first) or 1,
+            assignment,
+            first_partition=current,
+            start_index=start_index_for(self.store.placement_brokers(), first[0])
+            if first
+            else None,
+        )
         if validate_only:
             return
-        for index in range(current, total):
-            state.partitions[index] = PartitionState(
-                [self.node_id], self.node_id, 0, [self.node_id]
-            )
-        self.store.put_topic(state)
-        for index in range(current, total):
-            self._open_partition(name, index, state.partitions[index])
+        await self.store.add_partitions(
+            name, {p: PartitionState(list(r), r[0], 0, list(r)) for p, r in placed.items()}
+        )
         log.warning(
             "added partitions: keys now hash to different partitions",
             extra={"topic": name, "from": current, "to": total},
         )
 
-    def set_configs(self, name: str, configs: Mapping[str, str], *, validate_only: bool) -> None:
+    async def set_configs(
+        self, name: str, configs: Mapping[str, str], *, validate_only: bool
+    ) -> None:
         """Replace a topic's overrides (AlterConfigs) or apply the result of an
         incremental change computed by the caller."""
-        state = self.topic(name)
+        self.topic(name)
         clean = self.validate_configs(configs)
         if validate_only:
             return
-        state.configs = clean
-        self.store.put_topic(state)
-        new_config = self.log_config(name)
-        for index in state.partitions:
-            partition = self.partitions.get((name, index))
-            if partition is not None:
-                partition.log.update_config(new_config)
+        await self.store.set_configs(name, clean)
         log.info("changed topic configs", extra={"topic": name, "configs": clean})

@@ -18,6 +18,7 @@ from kafka.protocol.producer import InitProducerIdResponse
 
 from partita.errors import (
     InvalidConfigurationError,
+    InvalidReplicaAssignmentError,
     InvalidRequestError,
     KafkaError,
     TransactionalIdNotSupportedError,
@@ -32,7 +33,6 @@ log = logging.getLogger(__name__)
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
-INVALID_REPLICA_ASSIGNMENT = 39
 
 SOURCE_DYNAMIC_TOPIC = 1
 SOURCE_STATIC_BROKER = 4
@@ -92,26 +92,31 @@ def _topic_config_entries(broker: Broker, name: str) -> list[tuple[str, str, int
     return out
 
 
-def handle_create_topics(broker: Broker, header: RequestHeader, request: Any) -> Any:
+async def handle_create_topics(broker: Broker, header: RequestHeader, request: Any) -> Any:
     results = []
     for topic in request.topics:
         try:
             partitions, replication = topic.num_partitions, topic.replication_factor
+            assignment = None
             if topic.assignments:
                 if partitions != -1 or replication != -1:
                     raise InvalidRequestError(
                         "give either replica assignments or partition count and replication "
                         "factor, not both"
                     )
-                for assignment in topic.assignments:
-                    if list(assignment.broker_ids) != [broker.node_id]:
-                        raise KafkaError(
-                            f"replicas must be on broker {broker.node_id}, the only broker"
-                        )
-                partitions, replication = len(topic.assignments), 1
+                assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+                if sorted(assignment) != list(range(len(assignment))):
+                    raise InvalidReplicaAssignmentError(
+                        "replica assignments must name partitions 0 to n-1"
+                    )
             configs = {c.name: c.value for c in topic.configs}
-            state = broker.topics.create(
-                topic.name, partitions, replication, configs, validate_only=request.validate_only
+            state = await broker.topics.create(
+                topic.name,
+                partitions,
+                replication,
+                configs,
+                assignment=assignment,
+                validate_only=request.validate_only,
             )
             entries = (
                 [
@@ -128,14 +133,12 @@ def handle_create_topics(broker: Broker, header: RequestHeader, request: Any) ->
                     error_code=0,
                     error_message=None,
                     num_partitions=len(state.partitions),
-                    replication_factor=1,
+                    replication_factor=len(state.partitions[0].replicas),
                     configs=entries,
                 )
             )
         except Exception as exc:
             code, message = _code_and_message(exc)
-            if type(exc) is KafkaError:
-                code = INVALID_REPLICA_ASSIGNMENT
             results.append(
                 _CTResult(
                     name=topic.name,
@@ -152,7 +155,7 @@ def handle_create_topics(broker: Broker, header: RequestHeader, request: Any) ->
 _DTResult = DeleteTopicsResponse.DeletableTopicResult
 
 
-def handle_delete_topics(broker: Broker, header: RequestHeader, request: Any) -> Any:
+async def handle_delete_topics(broker: Broker, header: RequestHeader, request: Any) -> Any:
     if header.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
@@ -163,7 +166,7 @@ def handle_delete_topics(broker: Broker, header: RequestHeader, request: Any) ->
         try:
             if name is None:
                 name = broker.topics.name_for_id(topic_id)
-            state = broker.topics.delete(name)
+            state = await broker.topics.delete(name)
             results.append(
                 _DTResult(name=name, topic_id=state.topic_id, error_code=0, error_message=None)
             )
@@ -175,18 +178,15 @@ def handle_delete_topics(broker: Broker, header: RequestHeader, request: Any) ->
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
 
-def handle_create_partitions(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+async def handle_create_partitions(broker: Broker, _header: RequestHeader, request: Any) -> Any:
     results = []
     for topic in request.topics:
         try:
+            assignment = None
             if topic.assignments is not None:
-                for assignment in topic.assignments:
-                    if list(assignment.broker_ids) != [broker.node_id]:
-                        raise InvalidRequestError(
-                            f"replicas must be on broker {broker.node_id}, the only broker"
-                        )
-            broker.topics.add_partitions(
-                topic.name, topic.count, validate_only=request.validate_only
+                assignment = {i: list(a.broker_ids) for i, a in enumerate(topic.assignments)}
+            await broker.topics.add_partitions(
+                topic.name, topic.count, assignment=assignment, validate_only=request.validate_only
             )
             results.append(
                 CreatePartitionsResponse.CreatePartitionsTopicResult(
@@ -345,7 +345,7 @@ def _incremental(
     return updated
 
 
-def _alter(broker: Broker, request: Any, response_cls: Any, incremental: bool) -> Any:
+async def _alter(broker: Broker, request: Any, response_cls: Any, incremental: bool) -> Any:
     responses = []
     for resource in request.resources:
         try:
@@ -368,7 +368,7 @@ def _alter(broker: Broker, request: Any, response_cls: Any, incremental: bool) -
                     if c.value is None:
                         raise InvalidConfigurationError(f"config {c.name} has no value")
                     configs[c.name] = c.value
-            broker.topics.set_configs(name, configs, validate_only=request.validate_only)
+            await broker.topics.set_configs(name, configs, validate_only=request.validate_only)
             responses.append(
                 response_cls.AlterConfigsResourceResponse(
                     error_code=0,
@@ -390,12 +390,14 @@ def _alter(broker: Broker, request: Any, response_cls: Any, incremental: bool) -
     return response_cls(throttle_time_ms=0, responses=responses)
 
 
-def handle_alter_configs(broker: Broker, _header: RequestHeader, request: Any) -> Any:
-    return _alter(broker, request, AlterConfigsResponse, incremental=False)
+async def handle_alter_configs(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+    return await _alter(broker, request, AlterConfigsResponse, incremental=False)
 
 
-def handle_incremental_alter_configs(broker: Broker, _header: RequestHeader, request: Any) -> Any:
-    return _alter(broker, request, IncrementalAlterConfigsResponse, incremental=True)
+async def handle_incremental_alter_configs(
+    broker: Broker, _header: RequestHeader, request: Any
+) -> Any:
+    return await _alter(broker, request, IncrementalAlterConfigsResponse, incremental=True)
 
 
 # -- producer ids ------------------------------------------------------------------------
@@ -403,7 +405,7 @@ def handle_incremental_alter_configs(broker: Broker, _header: RequestHeader, req
 MAX_PRODUCER_EPOCH = 32767
 
 
-def handle_init_producer_id(broker: Broker, header: RequestHeader, request: Any) -> Any:
+async def handle_init_producer_id(broker: Broker, header: RequestHeader, request: Any) -> Any:
     try:
         if request.transactional_id is not None:
             raise TransactionalIdNotSupportedError("partita does not support transactions")
@@ -412,7 +414,7 @@ def handle_init_producer_id(broker: Broker, header: RequestHeader, request: Any)
         if producer_id >= 0 and 0 <= epoch < MAX_PRODUCER_EPOCH - 1:
             new_id, new_epoch = producer_id, epoch + 1  # KIP-360: bump the epoch
         else:
-            new_id, new_epoch = broker.store.allocate_producer_id(), 0
+            new_id, new_epoch = await broker.store.allocate_producer_id(), 0
         return InitProducerIdResponse(
             throttle_time_ms=0, error_code=0, producer_id=new_id, producer_epoch=new_epoch
         )

@@ -13,11 +13,9 @@ import uuid
 from typing import Any
 
 from partita.errors import (
-    FencedLeaderEpochError,
     FetchSessionIdNotFoundError,
     KafkaError,
     OffsetOutOfRangeError,
-    UnknownLeaderEpochError,
     UnknownServerError,
 )
 from partita.protocol.codec import RequestHeader
@@ -29,20 +27,6 @@ from partita.storage.file_region import FileRegion
 # Below this a region is read into the response: sendfile costs a few event-loop turns
 # (wait for the write buffer to empty, then for the socket) that only pay off when big.
 SENDFILE_FROM = 64 * 1024
-
-
-def check_leader_epoch(partition: Partition, current_leader_epoch: int) -> None:
-    """KIP-320: a client that knows a newer or older leader epoch must refresh metadata."""
-    if current_leader_epoch < 0:
-        return
-    if current_leader_epoch < partition.leader_epoch:
-        raise FencedLeaderEpochError(
-            f"leader epoch {current_leader_epoch} is older than {partition.leader_epoch}"
-        )
-    if current_leader_epoch > partition.leader_epoch:
-        raise UnknownLeaderEpochError(
-            f"leader epoch {current_leader_epoch} is newer than {partition.leader_epoch}"
-        )
 
 
 class _FetchPass:
@@ -73,11 +57,10 @@ class _FetchPass:
                     self.errors = True
                     continue
                 try:
-                    partition = self.broker.topics.partition(name, fp.partition)
+                    epoch = fp.current_leader_epoch if self.version >= 9 else -1
+                    partition = self.broker.topics.leader_partition(name, fp.partition, epoch)
                     self.partitions.append(partition)
                     plog = partition.log
-                    if self.version >= 9:
-                        check_leader_epoch(partition, fp.current_leader_epoch)
                     result.high_watermark = plog.high_watermark
                     result.last_stable_offset = plog.high_watermark
                     result.log_start_offset = plog.log_start_offset

@@ -1,8 +1,9 @@
 """Consumer groups: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete.
 
-Every broker is the coordinator of every group here: a single broker holds all of
-``__consumer_offsets``.
+A group's coordinator is the leader of its ``__consumer_offsets`` partition
+(``server/groups.py``); every request for a group this broker does not coordinate is
+answered NOT_COORDINATOR, and clients find the coordinator again.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import FindCoordinatorResponse
 
+from partita.cluster.model import BrokerInfo
 from partita.coordinator.group import (
     INVALID_GROUP_ID,
     NONE,
@@ -37,39 +39,54 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 OFFSET_METADATA_TOO_LARGE = 12
 MAX_METADATA_BYTES = 4096
 GROUP_KEY, TRANSACTION_KEY = 0, 1
+NOT_COORDINATOR = 16
 
 
 # -- FindCoordinator -------------------------------------------------------------------
 
 
-def handle_find_coordinator(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    info = broker.info
+async def handle_find_coordinator(broker: Broker, header: RequestHeader, request: Any) -> Any:
     key_type = request.key_type if header.api_version >= 1 else GROUP_KEY
-    error = NONE if key_type == GROUP_KEY else INVALID_REQUEST
-    message = None if error == NONE else "partita coordinates consumer groups only"
-    if error == NONE:
-        broker.groups.ensure_offsets_topic()
+    found: list[tuple[str, int, BrokerInfo | None, int]]
+    if key_type != GROUP_KEY:
+        found = [(key, -1, None, INVALID_REQUEST) for key in _keys(header, request)]
+        message: str | None = "partita coordinates consumer groups only"
+    else:
+        await broker.groups.ensure_offsets_topic()
+        by_id = {b.node_id: b for b in broker.store.brokers()}
+        found = []
+        for key in _keys(header, request):
+            node = by_id.get(broker.groups.coordinator_of(key))
+            found.append((key, node.node_id if node else -1, node, NONE if node else 15))
+        message = None
     if header.api_version >= 4:
         coordinators = [
             FindCoordinatorResponse.Coordinator(
                 key=key,
-                node_id=info.node_id if error == NONE else -1,
-                host=info.host if error == NONE else "",
-                port=info.port if error == NONE else -1,
+                node_id=node_id,
+                host=node.host if node else "",
+                port=node.port if node else -1,
                 error_code=error,
-                error_message=message,
+                error_message=message if error else None,
             )
-            for key in request.coordinator_keys
+            for key, node_id, node, error in found
         ]
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
+    _key, node_id, node, error = found[0]
     return FindCoordinatorResponse(
         throttle_time_ms=0,
         error_code=error,
-        error_message=message,
-        node_id=info.node_id if error == NONE else -1,
-        host=info.host if error == NONE else "",
-        port=info.port if error == NONE else -1,
+        error_message=message if error else None,
+        node_id=node_id,
+        host=node.host if node else "",
+        port=node.port if node else -1,
     )
+
+
+def _keys(header: RequestHeader, request: Any) -> list[str]:
+    if header.api_version >= 4:
+        return list(request.coordinator_keys)
+    return [request.key]
 
 
 # -- membership ------------------------------------------------------------------------
@@ -135,6 +152,8 @@ async def handle_sync_group(broker: Broker, header: RequestHeader, request: Any)
 
 
 def handle_heartbeat(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    if not broker.groups.coordinates(request.group_id or ""):
+        return HeartbeatResponse(throttle_time_ms=0, error_code=NOT_COORDINATOR)
     error = broker.groups.core.heartbeat(
         request.group_id or "",
         request.generation_id,
@@ -152,6 +171,8 @@ def handle_leave_group(broker: Broker, header: RequestHeader, request: Any) -> A
         members = [(request.member_id or "", None)]
     if not request.group_id:
         return LeaveGroupResponse(throttle_time_ms=0, error_code=INVALID_GROUP_ID, members=[])
+    if not broker.groups.coordinates(request.group_id):
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=NOT_COORDINATOR, members=[])
     codes = broker.groups.core.leave(request.group_id, members, now_ms())
     if header.api_version >= 3:
         return LeaveGroupResponse(
@@ -277,9 +298,13 @@ def handle_offset_fetch(broker: Broker, header: RequestHeader, request: Any) -> 
                     _FGroupTopic, _FGroupPartition, _fetch_group(broker, g.group_id, g.topics)
                 ),
             )
+            if broker.groups.coordinates(g.group_id)
+            else _FGroup(group_id=g.group_id, error_code=NOT_COORDINATOR, topics=[])
             for g in request.groups
         ]
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+    if not broker.groups.coordinates(request.group_id):
+        return OffsetFetchResponse(throttle_time_ms=0, error_code=NOT_COORDINATOR, topics=[])
     entries = _fetch_group(broker, request.group_id, request.topics)
     return OffsetFetchResponse(
         throttle_time_ms=0,
@@ -321,9 +346,10 @@ def handle_describe_groups(broker: Broker, _header: RequestHeader, request: Any)
     for group_id in request.groups:
         group = broker.groups.core.groups.get(group_id)
         if group is None:
+            coordinated = broker.groups.coordinates(group_id)
             out.append(
                 _Described(
-                    error_code=NONE,
+                    error_code=NONE if coordinated else NOT_COORDINATOR,
                     error_message=None,
                     group_id=group_id,
                     group_state=GroupState.DEAD.value,

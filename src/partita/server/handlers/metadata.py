@@ -23,19 +23,27 @@ INVALID_TOPIC = 17
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def _topic_entry(broker: Broker, topic: TopicState) -> Any:
+def _topic_entry(broker: Broker, topic: TopicState, live: set[int]) -> Any:
+    """A topic as the metadata image has it. A replica is offline when its broker is not
+    registered, or (for this broker's own replicas) when its log could not be loaded."""
     partitions = []
     for index, state in sorted(topic.partitions.items()):
-        online = (topic.name, index) in broker.topics.partitions
+        offline = [
+            r
+            for r in state.replicas
+            if r not in live
+            or (r == broker.node_id and (topic.name, index) not in broker.topics.partitions)
+        ]
+        leader = state.leader if state.leader not in offline else -1
         partitions.append(
             _Partition(
-                error_code=0 if online else LEADER_NOT_AVAILABLE,
+                error_code=0 if leader >= 0 else LEADER_NOT_AVAILABLE,
                 partition_index=index,
-                leader_id=state.leader if online else -1,
+                leader_id=leader,
                 leader_epoch=state.leader_epoch,
                 replica_nodes=list(state.replicas),
-                isr_nodes=list(state.isr) if online else [],
-                offline_replicas=[] if online else list(state.replicas),
+                isr_nodes=list(state.isr) if leader >= 0 else [],
+                offline_replicas=offline,
             )
         )
     return _Topic(
@@ -59,7 +67,7 @@ def _error_entry(name: str | None, code: int, topic_id: uuid.UUID = ZERO_UUID) -
     )
 
 
-def handle(broker: Broker, header: RequestHeader, request: Any) -> Any:
+async def handle(broker: Broker, header: RequestHeader, request: Any) -> Any:
     version = header.api_version
     requested = request.topics
     all_topics = requested is None or (version == 0 and not requested)
@@ -67,8 +75,10 @@ def handle(broker: Broker, header: RequestHeader, request: Any) -> Any:
         version < 4 or bool(request.allow_auto_topic_creation)
     )
     entries: list[Any] = []
+    brokers = broker.store.brokers()
+    live = {b.node_id for b in brokers}
     if all_topics:
-        entries = [_topic_entry(broker, t) for _, t in sorted(broker.store.topics.items())]
+        entries = [_topic_entry(broker, t, live) for _, t in sorted(broker.store.topics.items())]
     else:
         for wanted in requested:
             name = wanted.name
@@ -87,17 +97,18 @@ def handle(broker: Broker, header: RequestHeader, request: Any) -> Any:
                     entries.append(_error_entry(name, UNKNOWN_TOPIC_OR_PARTITION))
                     continue
                 try:
-                    topic = broker.topics.create(name)
+                    topic = await broker.topics.create(name)
                 except KafkaError as exc:
                     entries.append(_error_entry(name, error_code(exc)))
                     continue
-            entries.append(_topic_entry(broker, topic))
-    info = broker.info
+            entries.append(_topic_entry(broker, topic, live))
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=[_Broker(node_id=info.node_id, host=info.host, port=info.port, rack=info.rack)],
+        brokers=[
+            _Broker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in brokers
+        ],
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=broker.store.controller_id,
         topics=entries,
         authorized_operations=None,
         error_code=0,
@@ -105,22 +116,22 @@ def handle(broker: Broker, header: RequestHeader, request: Any) -> Any:
 
 
 def handle_describe_cluster(broker: Broker, _header: RequestHeader, _request: Any) -> Any:
-    info = broker.info
     return DescribeClusterResponse(
         throttle_time_ms=0,
         error_code=0,
         error_message=None,
         endpoint_type=1,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=broker.store.controller_id,
         brokers=[
             DescribeClusterResponse.DescribeClusterBroker(
-                broker_id=info.node_id,
-                host=info.host,
-                port=info.port,
-                rack=info.rack,
+                broker_id=b.node_id,
+                host=b.host,
+                port=b.port,
+                rack=b.rack,
                 is_fenced=False,
             )
+            for b in broker.store.brokers()
         ],
         authorized_operations=None,
     )

@@ -12,7 +12,6 @@ from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochRes
 from partita.errors import KafkaError, UnknownServerError
 from partita.protocol.codec import RequestHeader
 from partita.server.broker import Broker
-from partita.server.handlers.fetch import check_leader_epoch
 from partita.storage.log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -37,9 +36,8 @@ def epoch_for_offset(plog: PartitionLog, offset: int) -> int:
 
 def _list_one(broker: Broker, version: int, topic: str, p: Any) -> Any:
     try:
-        partition = broker.topics.partition(topic, p.partition_index)
-        if version >= 4:
-            check_leader_epoch(partition, p.current_leader_epoch)
+        epoch = p.current_leader_epoch if version >= 4 else -1
+        partition = broker.topics.leader_partition(topic, p.partition_index, epoch)
         plog = partition.log
         ts = p.timestamp
         if ts == LATEST:
@@ -95,7 +93,7 @@ def handle_delete_records(broker: Broker, _header: RequestHeader, request: Any) 
         results = []
         for p in t.partitions:
             try:
-                plog = broker.topics.partition(t.name, p.partition_index).log
+                plog = broker.topics.leader_partition(t.name, p.partition_index).log
                 low = plog.delete_records(p.offset)
                 results.append(
                     _DPartition(partition_index=p.partition_index, low_watermark=low, error_code=0)
@@ -120,8 +118,9 @@ def handle_offset_for_leader_epoch(broker: Broker, _header: RequestHeader, reque
         results = []
         for p in t.partitions:
             try:
-                partition = broker.topics.partition(t.topic, p.partition)
-                check_leader_epoch(partition, p.current_leader_epoch)
+                partition = broker.topics.leader_partition(
+                    t.topic, p.partition, p.current_leader_epoch
+                )
                 plog = partition.log
                 epoch, end = plog.epochs.end_offset_for(p.leader_epoch, plog.log_end_offset)
                 results.append(

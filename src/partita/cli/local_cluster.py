@@ -1,0 +1,256 @@
+"""A local development cluster: etcd and brokers as child processes on 127.0.0.1.
+
+``partita cluster up`` runs one; the cluster tests and the chaos suite use the same
+classes, so what a developer starts by hand is what the tests prove. Every process
+writes its log beside its data directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+
+class ClusterStartError(RuntimeError):
+    """A process of the local cluster did not come up; the message quotes its log."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    if not path.exists():
+        return ""
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+class EtcdProcess:
+    """One etcd member (Debian's etcd-server) on loopback ports of its own."""
+
+    def __init__(self, data_dir: Path, client_port: int = 0) -> None:
+        self.data_dir = data_dir
+        self.client_port = client_port or free_port()
+        self.peer_port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = data_dir.parent / f"{data_dir.name}.log"
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.client_port}"
+
+    def start(self, timeout: float = 20.0) -> None:
+        binary = shutil.which("etcd") or "/usr/bin/etcd"
+        if not Path(binary).exists():
+            raise ClusterStartError(
+                "etcd is not installed: `apt-get install etcd-server` (scripts/setup.sh does)"
+            )
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        client = f"http://127.0.0.1:{self.client_port}"
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        args = [
+            binary,
+            "--name", "partita-etcd",
+            "--data-dir", str(self.data_dir),
+            "--listen-client-urls", client,
+            "--advertise-client-urls", client,
+            "--listen-peer-urls", peer,
+            "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"partita-etcd={peer}",
+            "--log-level", "warn",
+        ]  # fmt: skip
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
+        self.proc = subprocess.Popen(args, stdout=log, stderr=log, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while not self.healthy():
+            if self.proc.poll() is not None:
+                raise ClusterStartError(f"etcd exited with {self.proc.returncode}:\n{self.logs()}")
+            if time.monotonic() > deadline:
+                raise ClusterStartError(f"etcd not healthy after {timeout}s:\n{self.logs()}")
+            time.sleep(0.05)
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://{self.endpoint}/health", timeout=0.5) as response:
+                return b'"true"' in response.read()
+        except OSError:
+            return False
+
+    def logs(self) -> str:
+        return _tail(self.log_path)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class BrokerNode:
+    """``partita broker`` as a cluster member; restartable on its data dir and port."""
+
+    def __init__(
+        self,
+        node_id: int,
+        data_dir: Path,
+        metadata: str,
+        rack: str | None = None,
+        settings: dict[str, str] | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.data_dir = data_dir
+        self.metadata = metadata
+        self.rack = rack
+        self.settings = dict(settings or {})
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = data_dir.parent / f"{data_dir.name}.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, timeout: float = 60.0, wait: bool = True) -> None:
+        ready = self.data_dir.parent / f"{self.data_dir.name}.ready"
+        ready.unlink(missing_ok=True)
+        args = [
+            sys.executable, "-m", "partita.cli.main", "broker",
+            "--node-id", str(self.node_id),
+            "--data-dir", str(self.data_dir),
+            "--listen", f"127.0.0.1:{self.port}",
+            "--metadata", self.metadata,
+            "--ready-file", str(ready),
+        ]  # fmt: skip
+        settings = dict(self.settings)
+        if self.rack:
+            settings["broker.rack"] = self.rack
+        for key, value in settings.items():
+            args += ["--set", f"{key}={value}"]
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
+        self.proc = subprocess.Popen(args, stdout=log, stderr=log, start_new_session=True)
+        if wait:
+            self.wait_ready(ready, timeout)
+
+    def wait_ready(self, ready: Path, timeout: float) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while not ready.exists() or not ready.read_text().strip():
+            if self.proc.poll() is not None:
+                raise ClusterStartError(
+                    f"broker {self.node_id} exited with {self.proc.returncode}:\n{self.logs()}"
+                )
+            if time.monotonic() > deadline:
+                raise ClusterStartError(
+                    f"broker {self.node_id} not ready after {timeout}s:\n{self.logs()}"
+                )
+            time.sleep(0.05)
+        self.port = int(ready.read_text().strip().rpartition(":")[2])
+
+    def signal(self, sig: signal.Signals) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, sig)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM: controlled shutdown, then a clean stop."""
+        if not self.alive:
+            return self.proc.returncode if self.proc else 0
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return -9
+
+    def kill(self) -> None:
+        if self.alive:
+            assert self.proc is not None
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGCONT)  # a paused process dies too
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def logs(self, lines: int = 40) -> str:
+        return _tail(self.log_path, lines)
+
+
+class LocalCluster:
+    """etcd (unless endpoints are given) and ``brokers`` brokers under ``base``."""
+
+    def __init__(
+        self,
+        base: Path,
+        brokers: int = 3,
+        racks: list[str] | None = None,
+        etcd_endpoints: str | None = None,
+        settings: dict[str, str] | None = None,
+        prefix: str = "partita",
+    ) -> None:
+        self.base = base
+        self.etcd = None if etcd_endpoints else EtcdProcess(base / "etcd")
+        endpoints = etcd_endpoints or (self.etcd.endpoint if self.etcd else "")
+        self.metadata = f"etcd://{endpoints}/{prefix}"
+        self.brokers = [
+            BrokerNode(
+                node_id,
+                base / f"broker-{node_id}",
+                self.metadata,
+                racks[(node_id - 1) % len(racks)] if racks else None,
+                settings,
+            )
+            for node_id in range(1, brokers + 1)
+        ]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers if b.alive)
+
+    def broker(self, node_id: int) -> BrokerNode:
+        return self.brokers[node_id - 1]
+
+    def start(self) -> None:
+        self.base.mkdir(parents=True, exist_ok=True)
+        if self.etcd is not None:
+            self.etcd.start()
+        # All at once: each waits only for its own recovery and registration.
+        for broker in self.brokers:
+            broker.start(wait=False)
+        for broker in self.brokers:
+            broker.wait_ready(broker.data_dir.parent / f"{broker.data_dir.name}.ready", 60)
+
+    def stop(self) -> None:
+        for broker in self.brokers:
+            if broker.alive:
+                broker.signal(signal.SIGTERM)
+        for broker in self.brokers:
+            broker.stop()
+        if self.etcd is not None:
+            self.etcd.stop()
+
+    def kill(self) -> None:
+        for broker in self.brokers:
+            broker.kill()
+        if self.etcd is not None:
+            self.etcd.kill()

@@ -1,0 +1,49 @@
+"""What the broker asks of its metadata store, whichever backend runs.
+
+Two backends implement it: ``EmbeddedMetadataStore`` (one JSON file, a broker alone:
+the zero-setup default) and ``ClusterMetadataStore`` (etcd, a cluster of brokers). The
+rest of the broker reads the image (``topics``, ``brokers()``, ``controller_id``) and
+makes changes through the async writes; it learns of every change, its own included,
+through the listeners it subscribed, so one reconcile path serves both backends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from partita.cluster.image import Changes
+from partita.cluster.model import BrokerInfo, PartitionState, TopicState
+
+Listener = Callable[[Changes], None]
+
+
+class MetadataStore(Protocol):
+    @property
+    def topics(self) -> dict[str, TopicState]: ...
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def controller_id(self) -> int: ...
+
+    def brokers(self) -> list[BrokerInfo]:
+        """The brokers clients may use, in id order."""
+        ...
+
+    def placement_brokers(self) -> dict[int, str | None]:
+        """Brokers new replicas may be placed on, with their racks."""
+        ...
+
+    def subscribe(self, listener: Listener) -> None: ...
+
+    async def create_topic(self, state: TopicState) -> None: ...
+
+    async def delete_topic(self, name: str) -> None: ...
+
+    async def add_partitions(self, name: str, new: dict[int, PartitionState]) -> None: ...
+
+    async def set_configs(self, name: str, configs: dict[str, str]) -> None: ...
+
+    async def allocate_producer_id(self) -> int: ...

@@ -1,0 +1,137 @@
+"""A broker's life as a member of a cluster: reaching etcd, registering on a lease,
+running for controller, fencing itself when its lease cannot be trusted, and leaving
+cleanly (controlled shutdown).
+
+The order at start is Kafka's: the metadata image is loaded first (so the broker knows
+which partitions are its own), then the logs are recovered, then the broker registers as
+``starting`` and, once it listens, as ``running`` -- only then may the controller make it
+a leader. A broker whose lease lapsed (a long pause, etcd unreachable) acts as leader of
+nothing from the moment its last renewal could have expired, and registers anew (a new
+broker epoch) when it can.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from partita.cluster.cluster_store import ClusterMetadataStore, NodeIdInUseError
+from partita.cluster.controller import Controller
+from partita.cluster.etcd_kv import EtcdKV, parse_endpoints
+from partita.cluster.kv import StoreUnavailableError
+from partita.errors import KafkaError
+
+if TYPE_CHECKING:
+    from partita.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+
+class ClusterNode:
+    def __init__(self, broker: Broker, metadata_url: str) -> None:
+        endpoints, prefix = parse_endpoints(metadata_url)
+        self.broker = broker
+        self.endpoints = endpoints
+        config = broker.config
+        self.kv = EtcdKV(endpoints)
+        self.store = ClusterMetadataStore(
+            self.kv,
+            prefix,
+            broker.node_id,
+            session_timeout_ms=config.get_int("broker.session.timeout.ms"),
+            heartbeat_interval_ms=config.get_int("broker.heartbeat.interval.ms"),
+        )
+        self.controller = Controller(self.store, self._unclean_for)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def _unclean_for(self, topic: str) -> bool:
+        return self.broker.topics.log_config(topic).unclean_leader_election_enable
+
+    def fenced(self) -> bool:
+        return not self.store.lease_trusted()
+
+    async def connect(self) -> None:
+        """Reach etcd and load the metadata image; a clear error if etcd is not there."""
+        try:
+            await self.kv.connect()
+            await self.store.start()
+        except StoreUnavailableError as exc:
+            await self.kv.close()
+            raise KafkaError(
+                f"cannot reach the cluster metadata store at etcd://{','.join(self.endpoints)}: "
+                f"{exc}"
+            ) from None
+
+    async def join(self) -> None:
+        """Register (refused if the node id is alive elsewhere), then become electable."""
+        info = self.broker.info
+        try:
+            await self.store.register(info.host, info.port, info.rack)
+        except NodeIdInUseError as exc:
+            raise KafkaError(exc.message) from None
+        await self.store.set_state("running")
+        log.info(
+            "registered with the cluster",
+            extra={"node_id": info.node_id, "broker_epoch": self.store.broker_epoch},
+        )
+        self._tasks.append(asyncio.create_task(self.controller.run(), name="controller"))
+        self._tasks.append(asyncio.create_task(self._rejoin_after_lapse(), name="rejoin"))
+
+    async def _rejoin_after_lapse(self) -> None:
+        while True:
+            await self.store.lease_lost.wait()
+            log.warning(
+                "lease lost: this broker leads nothing until it has registered again",
+                extra={"node_id": self.broker.node_id},
+            )
+            while True:
+                try:
+                    self.store.lease_lost.clear()
+                    info = self.broker.info
+                    await self.store.register(info.host, info.port, info.rack)
+                    await self.store.set_state("running")
+                    log.info(
+                        "registered again",
+                        extra={"node_id": info.node_id, "broker_epoch": self.store.broker_epoch},
+                    )
+                    break
+                except (KafkaError, StoreUnavailableError, TimeoutError) as exc:
+                    log.warning("cannot register again yet", extra={"error": str(exc)})
+                    await asyncio.sleep(1.0)
+
+    async def leave(self, timeout_s: float) -> None:
+        """Controlled shutdown: ask the controller to move our leaderships away, wait
+        (up to ``timeout_s``) until we lead nothing, then give up the lease."""
+        started = time.monotonic()
+        with contextlib.suppress(KafkaError, StoreUnavailableError, TimeoutError):
+            await self.store.set_state("shutting_down")
+            deadline = started + timeout_s
+            while time.monotonic() < deadline and self._leads_anything():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(0.2):
+                        await self.store.changed()
+        log.info(
+            "controlled shutdown",
+            extra={
+                "still_leading": self._leads_anything(),
+                "seconds": round(time.monotonic() - started, 3),
+            },
+        )
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.store.stop()
+
+    def _leads_anything(self) -> bool:
+        """Whether the image still names us leader of a partition another replica in its
+        ISR could take (a sole in-sync replica keeps leading: nobody else can)."""
+        for topic in self.store.topics.values():
+            for state in topic.partitions.values():
+                if state.leader == self.broker.node_id and len(state.isr) > 1:
+                    return True
+        return False
