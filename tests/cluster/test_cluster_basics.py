@@ -246,3 +246,55 @@ def test_a_paused_leader_stops_acknowledging_once_replaced(cluster_factory: Fact
     assert _produce_raw(new_leader, "zombie", 0) == 0
     # It registers again and serves as a member of the cluster.
     until(lambda: victim.node_id in {b.node_id for b in metadata(other).brokers}, 20)
+
+
+def test_losing_etcd_stops_leading_and_finding_it_again_resumes(cluster: LocalCluster) -> None:
+    _create(cluster.broker(1).bootstrap, "etcdloss", 3, 3)
+    parts = layout(cluster.broker(1), "etcdloss")
+    leader = cluster.broker(parts[0].leader_id)
+    assert _produce_raw(leader, "etcdloss", 0) == 0
+    assert cluster.etcd is not None
+    cluster.etcd.kill()
+    # Past the lease (3 s) no broker can know it still leads: nothing is acknowledged.
+    until(lambda: _produce_raw(leader, "etcdloss", 0) == NOT_LEADER_OR_FOLLOWER, 15)
+    assert "lease renewal failed" in leader.logs(200)
+    cluster.etcd.start()
+
+    def current_leader_takes_writes() -> bool:
+        now = layout(cluster.broker(2), "etcdloss")[0].leader_id
+        return now >= 0 and _produce_raw(cluster.broker(now), "etcdloss", 0) == 0
+
+    until(current_leader_takes_writes, 30, "writes accepted again once etcd is back")
+    assert all(b.alive for b in cluster.brokers)
+
+
+def test_partitas_own_client_follows_leaders(cluster: LocalCluster) -> None:
+    from partita.client.consumer import AsyncConsumer  # noqa: PLC0415
+    from partita.client.producer import AsyncProducer  # noqa: PLC0415
+
+    one = cluster.broker(3).bootstrap
+    _create(one, "own", 6, 3)
+
+    async def run() -> int:
+        producer = AsyncProducer(bootstrap_servers=one)
+        await producer.start()
+        try:
+            for i in range(600):
+                await producer.send("own", value=f"v{i}".encode(), key=f"k{i}".encode())
+            await producer.flush()
+        finally:
+            await producer.stop()
+        consumer = AsyncConsumer(bootstrap_servers=one, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            consumer.assign([("own", p) for p in range(6)])
+            seen: set[bytes] = set()
+            deadline = time.monotonic() + 30
+            while len(seen) < 600 and time.monotonic() < deadline:
+                for record in await consumer.getmany(timeout_ms=500):
+                    seen.add(record.value)
+            return len(seen)
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(run()) == 600

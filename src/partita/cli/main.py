@@ -51,6 +51,11 @@ COMMANDS = {
         "app",
         "Consumer groups: members, committed offsets, lag; reset or delete offsets.",
     ),
+    "cluster": LazyCommand(
+        "partita.cli.cluster_cmd",
+        "app",
+        "A cluster of brokers: start one locally, or see who leads what.",
+    ),
     "log": LazyCommand(
         "partita.cli.log_tools",
         "app",

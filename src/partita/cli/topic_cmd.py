@@ -91,15 +91,16 @@ def describe(topic: str = typer.Argument(...), bootstrap: str = bootstrap_option
         f"{len(description.partitions)} partitions"
     )
     table = Table()
-    for column in ("partition", "leader", "epoch", "replicas", "in-sync replicas"):
+    for column in ("partition", "leader", "epoch", "replicas", "in-sync replicas", "offline"):
         table.add_column(column)
     for p in description.partitions:
         table.add_row(
             str(p.partition),
-            str(p.leader),
+            str(p.leader) if p.leader >= 0 else "none",
             str(p.leader_epoch),
             ",".join(map(str, p.replicas)),
             ",".join(map(str, p.isr)),
+            ",".join(map(str, p.offline)) or "-",
         )
     console.print(table)
     overrides = Table(title="configs (non-default)")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kafka.protocol.admin import (
@@ -11,6 +11,7 @@ from kafka.protocol.admin import (
     DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeConfigsRequest,
+    DescribeLogDirsRequest,
     IncrementalAlterConfigsRequest,
 )
 
@@ -43,6 +44,22 @@ class PartitionDescription:
     replicas: list[int]
     isr: list[int]
     error_code: int
+    offline: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerDescription:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    cluster_id: str
+    controller: int
+    brokers: list[BrokerDescription]
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +156,7 @@ class AsyncAdmin:
                             list(p.replica_nodes),
                             list(p.isr_nodes),
                             p.error_code,
+                            list(p.offline_replicas or []),
                         )
                         for p in sorted(t.partitions, key=lambda p: p.partition_index)
                     ],
@@ -241,3 +259,26 @@ class AsyncAdmin:
 
     async def alter_group_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
         await group_admin.alter_group_offsets(self.cluster, group_id, offsets)
+
+    async def describe_cluster(self) -> ClusterDescription:
+        """The live brokers (with racks) and the active controller, from Metadata."""
+        response = await self._request(metadata_request([]))
+        return ClusterDescription(
+            response.cluster_id or "",
+            response.controller_id,
+            [
+                BrokerDescription(b.node_id, b.host, b.port, b.rack)
+                for b in sorted(response.brokers, key=lambda b: b.node_id)
+            ],
+        )
+
+    async def describe_log_dirs(self, node_id: int) -> dict[tuple[str, int], int]:
+        """Bytes on disk of every partition replica on broker ``node_id``."""
+        connection = await self.cluster.connection(node_id)
+        response = await connection.request(DescribeLogDirsRequest(version=1, topics=None))
+        sizes: dict[tuple[str, int], int] = {}
+        for result in response.results:
+            for topic in result.topics:
+                for p in topic.partitions:
+                    sizes[(topic.name, p.partition_index)] = p.partition_size
+        return sizes

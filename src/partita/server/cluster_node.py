@@ -128,10 +128,14 @@ class ClusterNode:
         await self.store.stop()
 
     def _leads_anything(self) -> bool:
-        """Whether the image still names us leader of a partition another replica in its
-        ISR could take (a sole in-sync replica keeps leading: nobody else can)."""
+        """Whether the image still names us leader of a partition that another in-sync,
+        electable replica could take. A partition nobody else can lead stays with us
+        (all its other replicas out of sync, or shutting down too, as when a whole
+        cluster stops)."""
+        me = self.broker.node_id
+        electable = self.store.image.electable()
         for topic in self.store.topics.values():
             for state in topic.partitions.values():
-                if state.leader == self.broker.node_id and len(state.isr) > 1:
+                if state.leader == me and any(r != me and r in electable for r in state.isr):
                     return True
         return False

@@ -1,0 +1,174 @@
+"""``partita cluster``: start a local development cluster; describe a running one."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from partita.cli.common import bootstrap_option, fail, run_client, stdout_console
+
+if TYPE_CHECKING:
+    from partita.client.admin import AsyncAdmin, ClusterDescription, TopicDescription
+
+app = typer.Typer(
+    help="A cluster of brokers: start one locally, or see who leads what.",
+    no_args_is_help=True,
+)
+
+
+@app.command()
+def up(
+    brokers: int = typer.Option(3, "--brokers", min=1, max=64, help="How many brokers."),
+    racks: str = typer.Option(
+        "",
+        "--racks",
+        help="Comma-separated rack names given to the brokers in turn (broker.rack), "
+        "e.g. a,b,c: replicas of a partition then land on distinct racks.",
+    ),
+    data_dir: Path = typer.Option(
+        Path("var/cluster"), "--data-dir", help="Where etcd's and each broker's data live."
+    ),
+    etcd: str = typer.Option(
+        "",
+        "--etcd",
+        help="HOST:PORT[,HOST:PORT...] of a running etcd to use instead of starting one.",
+    ),
+    settings: list[str] = typer.Option(
+        [], "--set", help="A broker setting for every broker, e.g. --set num.partitions=6."
+    ),
+) -> None:
+    """Start etcd and BROKERS brokers on 127.0.0.1, print the bootstrap servers and each
+    broker's role, and run until Ctrl-C or SIGTERM, which stops everything cleanly.
+
+    Example: partita cluster up --brokers 3 --racks a,b,c
+    then: partita -b <bootstrap> topic create orders -p 6 -r 3
+    """
+    from partita.cli.local_cluster import ClusterStartError, LocalCluster  # noqa: PLC0415
+
+    extra: dict[str, str] = {}
+    for item in settings:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise fail(f"--set expects key=value, got {item!r}")
+        extra[key] = value
+    rack_list = [r.strip() for r in racks.split(",") if r.strip()] or None
+    cluster = LocalCluster(data_dir.resolve(), brokers, rack_list, etcd or None, extra)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    console = stdout_console()
+    try:
+        with console.status(f"starting etcd and {brokers} brokers..."):
+            cluster.start()
+    except ClusterStartError as exc:
+        cluster.kill()
+        raise fail(str(exc).splitlines()[0]) from None
+    try:
+        description = run_client(cluster.bootstrap, _describe_cluster(cluster.bootstrap))
+        console.print(f"metadata     {cluster.metadata}")
+        console.print(f"bootstrap    [bold]{cluster.bootstrap}[/bold]")
+        _print_brokers(description, {}, {}, {})
+        console.print("Ctrl-C stops the cluster.")
+        while not stop.wait(0.5):
+            dead = [b.node_id for b in cluster.brokers if not b.alive]
+            if dead:
+                console.print(f"[red]broker {dead} exited[/red]; see {data_dir}/broker-N.log")
+                break
+    finally:
+        with console.status("stopping (controlled shutdown)..."):
+            cluster.stop()
+        console.print("stopped")
+
+
+async def _describe_cluster(bootstrap: str) -> ClusterDescription:
+    from partita.client.admin import AsyncAdmin  # noqa: PLC0415
+
+    async with AsyncAdmin(bootstrap) as admin:
+        return await admin.describe_cluster()
+
+
+@app.command()
+def describe(
+    bootstrap: str = bootstrap_option(),
+    topics: list[str] = typer.Argument(None, help="Only these topics (default: all)."),
+) -> None:
+    """Brokers (rack, controller, leaders, replicas, bytes on disk) and, per broker, the
+    partitions it leads and follows: Broker 1: orders/P0-Leader | orders/P1-Follower ..."""
+    from partita.client.admin import AsyncAdmin  # noqa: PLC0415
+
+    async def gather(admin: AsyncAdmin) -> tuple[Any, list[Any], dict[int, int]]:
+        cluster = await admin.describe_cluster()
+        described = await admin.describe_topics(topics or None)
+        sizes: dict[int, int] = {}
+        for broker in cluster.brokers:
+            try:
+                sizes[broker.node_id] = sum(
+                    (await admin.describe_log_dirs(broker.node_id)).values()
+                )
+            except Exception:
+                sizes[broker.node_id] = -1
+        return cluster, described, sizes
+
+    async def go() -> tuple[Any, list[Any], dict[int, int]]:
+        async with AsyncAdmin(bootstrap) as admin:
+            return await gather(admin)
+
+    cluster, described, sizes = run_client(bootstrap, go())
+    leaders: Counter[int] = Counter()
+    replicas: Counter[int] = Counter()
+    for topic in described:
+        for p in topic.partitions:
+            leaders[p.leader] += 1
+            replicas.update(p.replicas)
+    stdout_console().print(f"cluster {cluster.cluster_id}  controller {cluster.controller}")
+    _print_brokers(cluster, leaders, replicas, sizes)
+    _print_layout(cluster, described)
+
+
+def _print_brokers(
+    cluster: ClusterDescription,
+    leaders: Counter[int] | dict[int, int],
+    replicas: Counter[int] | dict[int, int],
+    sizes: dict[int, int],
+) -> None:
+    from rich.table import Table  # noqa: PLC0415
+
+    table = Table()
+    for column in ("broker", "address", "rack", "role", "leaders", "replicas", "bytes"):
+        table.add_column(column)
+    for b in cluster.brokers:
+        size = sizes.get(b.node_id)
+        table.add_row(
+            str(b.node_id),
+            f"{b.host}:{b.port}",
+            b.rack or "-",
+            "controller" if b.node_id == cluster.controller else "broker",
+            str(leaders.get(b.node_id, 0)),
+            str(replicas.get(b.node_id, 0)),
+            "-" if size is None else "?" if size < 0 else f"{size:,}",
+        )
+    stdout_console().print(table)
+
+
+def _print_layout(cluster: ClusterDescription, described: list[TopicDescription]) -> None:
+    console = stdout_console()
+    for b in cluster.brokers:
+        cells = []
+        for topic in described:
+            if topic.internal:
+                continue
+            for p in topic.partitions:
+                if b.node_id == p.leader:
+                    cells.append(f"{topic.name}/P{p.partition}-Leader")
+                elif b.node_id in p.replicas:
+                    sync = "" if b.node_id in p.isr else " (out of sync)"
+                    cells.append(f"{topic.name}/P{p.partition}-Follower{sync}")
+        console.print(f"Broker {b.node_id}: " + (" | ".join(cells) or "-"))
+    offline = [f"{t.name}/P{p.partition}" for t in described for p in t.partitions if p.leader < 0]
+    if offline:
+        console.print(f"[red]no leader:[/red] {' '.join(offline)}")
