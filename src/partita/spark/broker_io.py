@@ -11,13 +11,14 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Coroutine, Iterator
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pyarrow as pa
 
 from partita.client.cluster import Cluster
 from partita.client.consumer import AsyncConsumer, fetch_request
-from partita.errors import KafkaError
+from partita.errors import KafkaError, UnknownTopicOrPartitionError
 from partita.protocol.fetch_response import decode_fetch_response_v11
 from partita.protocol.record_columns import end_of_whole_batches
 from partita.spark.options import EARLIEST, LATEST, Subscription
@@ -36,6 +37,28 @@ class DataLossError(KafkaError):
     """Offsets a query needs are gone (retention, deletion, truncation)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Subscribed:
+    """What a subscription covers now."""
+
+    partitions: list[TopicPartition]
+    # Subscribed topics the brokers answered with an error, by Kafka error code.
+    unavailable: dict[str, int] = field(default_factory=dict)
+
+    def unavailable_error(self) -> KafkaError:
+        """The error a batch query fails with when a subscribed topic is not there."""
+        reasons = [
+            f"topic {name!r} does not exist"
+            if code == UNKNOWN_TOPIC_OR_PARTITION
+            else f"topic {name!r} is not available (Kafka error {code})"
+            for name, code in sorted(self.unavailable.items())
+        ]
+        message = "subscribe: " + "; ".join(reasons)
+        if set(self.unavailable.values()) == {UNKNOWN_TOPIC_OR_PARTITION}:
+            return UnknownTopicOrPartitionError(message)
+        return KafkaError(message)
+
+
 def _run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
@@ -46,11 +69,12 @@ class BrokerView:
     def __init__(self, bootstrap_servers: str) -> None:
         self.bootstrap_servers = bootstrap_servers
 
-    def partitions(self, subscription: Subscription) -> list[TopicPartition]:
-        """The partitions a subscription covers right now, sorted."""
+    def partitions(self, subscription: Subscription) -> Subscribed:
+        """The partitions a subscription covers right now, and the subscribed topics the
+        brokers do not have."""
         return _run(self._partitions(subscription))
 
-    async def _partitions(self, subscription: Subscription) -> list[TopicPartition]:
+    async def _partitions(self, subscription: Subscription) -> Subscribed:
         cluster = Cluster(self.bootstrap_servers, "partita-spark-driver")
         try:
             if subscription.kind == "subscribe":
@@ -63,6 +87,13 @@ class BrokerView:
                 if not info.error_code and subscription.matches(name)
                 for partition in info.leaders
             }
+            unavailable = {}
+            if subscription.kind == "subscribe":
+                for name in subscription.topics:
+                    info = cluster.topics.get(name)
+                    code = UNKNOWN_TOPIC_OR_PARTITION if info is None else info.error_code
+                    if code:
+                        unavailable[name] = code
         finally:
             await cluster.close()
         if subscription.kind == "assign":
@@ -71,8 +102,8 @@ class BrokerView:
                 raise KafkaError(
                     "assigned partitions do not exist: " + ", ".join(f"{t}-{p}" for t, p in missing)
                 )
-            return sorted(subscription.partitions)
-        return sorted(found)
+            return Subscribed(sorted(subscription.partitions))
+        return Subscribed(sorted(found), unavailable)
 
     def list_offsets(self, specs: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Offsets for timestamps or -2 (earliest) / -1 (latest); -1 where no record has

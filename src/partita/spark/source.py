@@ -110,8 +110,11 @@ class PartitaDataSource(DataSource):
 
 
 def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    assert isinstance(partition, RangePartition)
     freeze_loaded_modules()
+    if not isinstance(partition, RangePartition):
+        # PySpark plans one InputPartition(None) when partitions() found nothing to read
+        # (empty topics, a pattern matching none): an empty result, like Spark's Kafka source.
+        return
     yield from read_range(
         options.bootstrap_servers,
         partition.offset_range,
@@ -122,15 +125,29 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.Reco
 
 
 class _Planner:
-    """Driver-side offset resolution shared by batch and streaming reads."""
+    """Driver-side offset resolution shared by batch and streaming reads.
 
-    def __init__(self, options: SourceOptions) -> None:
+    A subscribed topic that does not exist fails a batch query as it is planned, naming
+    the topic. A streaming query waits for it, as a Kafka consumer's subscription does:
+    its partitions are new partitions when it appears, read from their earliest offsets.
+    """
+
+    def __init__(self, options: SourceOptions, *, wait_for_topics: bool) -> None:
         self.options = options
         self.broker = BrokerView(options.bootstrap_servers)
+        self.wait_for_topics = wait_for_topics
+        self._waiting_for: dict[str, int] = {}
 
     def snapshot(self) -> tuple[list[TopicPartition], Offsets, Offsets]:
         """The subscription's partitions now, with their earliest and latest offsets."""
-        partitions = self.broker.partitions(self.options.subscription)
+        subscribed = self.broker.partitions(self.options.subscription)
+        if subscribed.unavailable and not self.wait_for_topics:
+            raise subscribed.unavailable_error()
+        if subscribed.unavailable != self._waiting_for:  # said once, not every trigger
+            self._waiting_for = subscribed.unavailable
+            if subscribed.unavailable:
+                log.warning("%s: waiting for it", subscribed.unavailable_error())
+        partitions = subscribed.partitions
         earliest, latest = self.broker.bounds(partitions)
         return partitions, earliest, latest
 
@@ -219,7 +236,7 @@ class PartitaBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         options = self.options
-        planner = _Planner(options)
+        planner = _Planner(options, wait_for_topics=False)
         partitions, earliest, latest = planner.snapshot()
         start = planner.starting_offsets(partitions, earliest, latest)
         end = planner.resolve(
@@ -260,7 +277,7 @@ class PartitaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self._planner = _Planner(options)
+        self._planner = _Planner(options, wait_for_topics=True)
         self._initial: Offsets | None = None
         self._target: Offsets | None = None
         self._last_trigger = time.monotonic()
