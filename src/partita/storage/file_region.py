@@ -11,15 +11,18 @@ class FileRegion:
     """``length`` bytes at ``position`` in the open file ``fd``.
 
     A server sends it with ``os.sendfile`` (or ``loop.sock_sendfile``); anything else reads
-    it with :meth:`read`. The file stays open until the segment is deleted, and deletion
-    is delayed by ``file.delete.delay.ms`` so that in-flight regions remain readable.
-    The last batch of a region may be partial, exactly as in Kafka; clients drop it.
+    it with :meth:`read`. ``keep_open`` is what keeps ``fd`` open for as long as the
+    region lives (a segment's ``SegmentFile``, see open_files.py), however long the
+    network takes to send it; deleted segments' files are also removed only after
+    ``file.delete.delay.ms``. The last batch of a region may be partial, exactly as in
+    Kafka; clients drop it.
     """
 
     fd: int
     position: int
     length: int
     first_offset: int
+    keep_open: object = None
 
     def __len__(self) -> int:
         return self.length

@@ -122,6 +122,9 @@ def open_partition_log(
     epochs.truncate_from_end(leo)
     epochs.truncate_from_start(start)
     epochs.flush()
+    for segment in segments:
+        # Loading read them; nothing needs them open until a fetch or an append does.
+        segment.close_file()
     return PartitionLog(
         directory,
         topic,

@@ -403,7 +403,7 @@ class PartitionLog:
 
     def _after_write_failure(self, segment: LogSegment, exc: OSError) -> None:
         try:
-            actual = os.fstat(segment.fd).st_size
+            actual = segment.file_size()
         except OSError:
             actual = -1
         if actual != segment.size:

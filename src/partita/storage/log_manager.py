@@ -26,6 +26,7 @@ from partita.storage.cleaner import clean_if_needed
 from partita.storage.config import LogConfig
 from partita.storage.loader import open_partition_log
 from partita.storage.log import Clock, PartitionLog, wall_clock_ms
+from partita.storage.open_files import OPEN_SEGMENT_FILES
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +250,8 @@ class LogManager:
     # -- background work ---------------------------------------------------------
 
     def run_maintenance(self) -> dict[str, int]:
-        """One pass of retention, compaction, flush.ms and delayed deletes."""
+        """One pass of retention, compaction, flush.ms and delayed deletes; segment
+        files unused since the previous pass are closed (open_files.py)."""
         totals = {"segments_deleted": 0, "logs_cleaned": 0, "flushed": 0, "purged": 0}
         for partition_log in self:
             if partition_log.offline_reason is not None:
@@ -265,4 +267,5 @@ class LogManager:
                     "maintenance failed for a partition",
                     extra={"partition": partition_log.name, "error": str(exc)},
                 )
+        totals["idle_files_closed"] = OPEN_SEGMENT_FILES.close_idle()
         return totals

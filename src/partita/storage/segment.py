@@ -21,6 +21,7 @@ from partita.protocol.records import decode_records
 from partita.storage import linux_file_calls
 from partita.storage.file_region import FileRegion
 from partita.storage.indexes import IndexCorruptError, OffsetIndex, TimeIndex
+from partita.storage.open_files import OPEN_SEGMENT_FILES, SegmentFile
 from partita.storage.writeback import WRITEBACK
 
 LOG_SUFFIX = ".log"
@@ -91,7 +92,8 @@ class LogSegment:
         self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
         self.index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX)
         self.time_index_path = directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
-        self._fd: int | None = None
+        # Open while the process-wide cache keeps it (open_files.py); None otherwise.
+        self._file: SegmentFile | None = None
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
         self.size = 0
@@ -135,7 +137,8 @@ class LogSegment:
             path.unlink(missing_ok=True)
         segment._offset_index = OffsetIndex(segment.index_path, base_offset, max_index_entries)
         segment._time_index = TimeIndex(segment.time_index_path, base_offset, max_index_entries)
-        segment.fd  # noqa: B018 - create the file now so the directory reflects the roll
+        # Created now so that the directory reflects the roll; opened when first used.
+        os.close(os.open(segment.log_path, os.O_WRONLY | os.O_CREAT, 0o644))
         return segment
 
     @classmethod
@@ -160,11 +163,29 @@ class LogSegment:
         segment._writeback_from = stat.st_size
         return segment
 
-    @property
-    def fd(self) -> int:
-        if self._fd is None:
-            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        return self._fd
+    def _use_file(self) -> SegmentFile:
+        """The open log file, reopened if the cache let go of it.
+
+        Callers keep the returned object in a local for as long as they use its
+        descriptor: the object is what keeps the descriptor open (open_files.py).
+        The file is never created here: a segment whose file is gone must fail, not
+        start again empty.
+        """
+        file = self._file
+        if file is None:
+            file = OPEN_SEGMENT_FILES.open(self.log_path, os.O_RDWR | os.O_APPEND, self)
+            self._file = file
+        file.used = True
+        return file
+
+    def file_evicted(self, file: SegmentFile) -> None:
+        if self._file is file:
+            self._file = None
+
+    def file_size(self) -> int:
+        """The log file's size on disk, which a failed write may leave past ``size``."""
+        file = self._use_file()
+        return os.fstat(file.fd).st_size
 
     @property
     def offset_index(self) -> OffsetIndex:
@@ -289,7 +310,8 @@ class LogSegment:
         On an I/O error the file is cut back to its previous size before the error is
         raised, so a failed append leaves no partial batch behind.
         """
-        fd = self.fd
+        file = self._use_file()
+        fd = file.fd
         if self.size + total > self._reserved_end and self._reserves:
             self._reserve_past(fd, self.size + total, reserve_window)
         try:
@@ -337,8 +359,9 @@ class LogSegment:
         """Give back blocks reserved past the end: no appends are coming (a roll or a
         close); an append after all (a truncation made this segment active again)
         reserves anew."""
-        if self._reserved_end > self.size and self._fd is not None:
-            linux_file_calls.release(self._fd, self.size)
+        if self._reserved_end > self.size:
+            file = self._use_file()
+            linux_file_calls.release(file.fd, self.size)
         self._reserved_end = 0
 
     def _add_index_entry(self, info: BatchInfo, position: int) -> None:
@@ -367,8 +390,13 @@ class LogSegment:
         self.offset_index.flush()
 
     def flush(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
+        # Writes made through a descriptor the cache has closed since are flushed
+        # through a new one: fsync works on the file, whichever descriptor asks.
+        file = self._file
+        if file is None and self.unflushed:
+            file = self._use_file()
+        if file is not None:
+            os.fsync(file.fd)
         if self._offset_index is not None:
             self._offset_index.flush(sync=True)
         if self._time_index is not None:
@@ -383,28 +411,42 @@ class LogSegment:
         """Yield (position, header) of each complete batch from ``start``.
 
         Reads a window of the file at a time so that a scan costs one system call per
-        window, not per batch.
+        window, not per batch. A scan of a segment whose file is not open (loading,
+        rebuilding producer state, compaction) reads through a descriptor of its own,
+        closed when the scan ends: one pass over every segment must not leave them all
+        open (open_files.py).
         """
         limit = self.size if end is None else min(end, self.size)
-        fd = self.fd
-        pos = start
-        window = b""
-        window_start = start
-        while pos + HEADER_SIZE <= limit:
-            rel = pos - window_start
-            if rel + HEADER_SIZE > len(window):
-                # Past the window: if the last batch was big, the next may be too, so
-                # read just a header rather than a window of data we would skip.
-                want = HEADER_SIZE if pos - window_start > _SCAN_WINDOW else _SCAN_WINDOW
-                window = os.pread(fd, min(want, limit - pos), pos)
-                window_start, rel = pos, 0
-                if len(window) < HEADER_SIZE:
+        if start + HEADER_SIZE > limit:
+            return
+        file = self._file  # held for the scan: it keeps the descriptor open
+        if file is not None:
+            file.used = True
+            fd = file.fd
+        else:
+            fd = os.open(self.log_path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            pos = start
+            window = b""
+            window_start = start
+            while pos + HEADER_SIZE <= limit:
+                rel = pos - window_start
+                if rel + HEADER_SIZE > len(window):
+                    # Past the window: if the last batch was big, the next may be too, so
+                    # read just a header rather than a window of data we would skip.
+                    want = HEADER_SIZE if pos - window_start > _SCAN_WINDOW else _SCAN_WINDOW
+                    window = os.pread(fd, min(want, limit - pos), pos)
+                    window_start, rel = pos, 0
+                    if len(window) < HEADER_SIZE:
+                        return
+                header = read_header(window, rel)
+                if pos + header.size > limit:
                     return
-            header = read_header(window, rel)
-            if pos + header.size > limit:
-                return
-            yield pos, header
-            pos += header.size
+                yield pos, header
+                pos += header.size
+        finally:
+            if file is None:
+                os.close(fd)
 
     def translate_offset(
         self, offset: int, start_position: int = 0
@@ -440,10 +482,12 @@ class LogSegment:
         length = min(available, wanted)
         if length <= 0:
             return None
-        return FileRegion(self.fd, position, length, base_offset)
+        file = self._use_file()
+        return FileRegion(file.fd, position, length, base_offset, keep_open=file)
 
     def read_batch(self, position: int, size: int) -> bytes:
-        data = os.pread(self.fd, size, position)
+        file = self._use_file()
+        data = os.pread(file.fd, size, position)
         if len(data) != size:
             raise CorruptRecordError(f"{self.log_path.name}: short read at {position}")
         return data
@@ -511,7 +555,9 @@ class LogSegment:
         offset_index.delete_file()
         time_index.delete_file()
         self._offset_index, self._time_index = offset_index, time_index
-        size = os.fstat(self.fd).st_size
+        file = self._use_file()
+        fd = file.fd
+        size = os.fstat(fd).st_size
         pos = 0
         expected = first_expected_offset
         batches = 0
@@ -528,7 +574,7 @@ class LogSegment:
         while pos < size:
             rel = pos - window_start
             if rel + HEADER_SIZE > len(window):
-                window = os.pread(self.fd, min(_RECOVERY_WINDOW, size - pos), pos)
+                window = os.pread(fd, min(_RECOVERY_WINDOW, size - pos), pos)
                 window_start, rel = pos, 0
             try:
                 header = read_header(window, rel)
@@ -542,9 +588,7 @@ class LogSegment:
                         f"{size - pos} present"
                     )
                 if rel + header.size > len(window):
-                    window = os.pread(
-                        self.fd, max(header.size, min(_RECOVERY_WINDOW, size - pos)), pos
-                    )
+                    window = os.pread(fd, max(header.size, min(_RECOVERY_WINDOW, size - pos)), pos)
                     window_start, rel = pos, 0
                 check_crc(window, rel, header)
             except CorruptRecordError as exc:
@@ -567,8 +611,8 @@ class LogSegment:
             batches += 1
         truncated = size - pos
         if truncated:
-            self._quarantine(pos, size)
-            os.ftruncate(self.fd, pos)
+            self._quarantine(fd, pos, size)
+            os.ftruncate(fd, pos)
         offset_index.flush()
         time_index.flush()
         self.size = pos
@@ -585,7 +629,7 @@ class LogSegment:
             self.rolling_based_timestamp = info.max_timestamp
         self.next_offset = info.last_offset + 1
 
-    def _quarantine(self, start: int, end: int) -> Path:
+    def _quarantine(self, fd: int, start: int, end: int) -> Path:
         target = self.directory / f"{self.log_path.name}.{start}{CORRUPT_SUFFIX}"
         attempt = 1
         while target.exists():  # a tail cut at the same place before must be kept too
@@ -594,7 +638,7 @@ class LogSegment:
         with open(target, "xb") as out:
             pos = start
             while pos < end:
-                chunk = os.pread(self.fd, min(_RECOVERY_WINDOW, end - pos), pos)
+                chunk = os.pread(fd, min(_RECOVERY_WINDOW, end - pos), pos)
                 if not chunk:
                     break
                 out.write(chunk)
@@ -608,7 +652,8 @@ class LogSegment:
             return 0
         _, position = found
         removed = self.size - position
-        os.ftruncate(self.fd, position)
+        file = self._use_file()
+        os.ftruncate(file.fd, position)
         self.size = position
         self._reserved_end = position  # ftruncate freed every block past it
         self._writeback_from = min(self._writeback_from, position)
@@ -638,16 +683,19 @@ class LogSegment:
             self.close_file()
 
     def close_file(self) -> None:
-        """Close the descriptor only; the files on disk belong to someone else now."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Close the descriptor only; the files on disk belong to someone else now.
+
+        A region handed out earlier still holds the file, which closes when it goes.
+        """
+        file, self._file = self._file, None
+        if file is not None:
+            OPEN_SEGMENT_FILES.release(file)
 
     def all_paths(self) -> list[Path]:
         return [self.log_path, self.index_path, self.time_index_path]
 
     def rename_for_deletion(self) -> None:
-        """Step one of a delayed delete: move the files aside, keep the fd open."""
+        """Step one of a delayed delete: move the files aside."""
         for path in self.all_paths():
             if path.exists():
                 path.rename(path.with_name(path.name + DELETED_SUFFIX))
