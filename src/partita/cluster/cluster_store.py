@@ -26,6 +26,7 @@ import time
 import uuid
 from collections.abc import Callable
 
+from partita.cluster.elections import changed
 from partita.cluster.image import Changes, ClusterImage
 from partita.cluster.kv import (
     KV,
@@ -355,6 +356,28 @@ class ClusterMetadataStore:
         return next_id
 
     # -- partition state ------------------------------------------------------------
+
+    async def alter_isr(self, topic: str, index: int, leader_epoch: int, isr: list[int]) -> bool:
+        """A partition leader's ISR change (Kafka's AlterPartition): compare-and-swap on
+        the partition's state as the image has it, guarded by our own registration, so
+        that a leader that was replaced or fenced changes nothing. False when the state
+        moved meanwhile: the caller re-reads it (and steps down if the epoch moved)."""
+        topic_state = self.topics.get(topic)
+        state = topic_state.partitions.get(index) if topic_state else None
+        if topic_state is None or state is None:
+            return False
+        if state.leader != self.node_id or state.leader_epoch != leader_epoch:
+            return False
+        new = changed(state, isr=isr)
+        if new is state:
+            return True
+        revision = self.image.partition_revisions[(topic_state.topic_id, index)]
+        guard = Compare.created_at(self.layout.broker(self.node_id), self.broker_epoch)
+        written = await self.write_partitions([(topic_state.topic_id, index, revision, new)], guard)
+        if written is None:
+            return False
+        await self.caught_up(written)
+        return True
 
     async def write_partitions(
         self,

@@ -131,6 +131,10 @@ class EmbeddedMetadataStore:
         self.save()
         self._publish(Changes(topics={topic.name}))
 
+    async def alter_isr(self, topic: str, index: int, leader_epoch: int, isr: list[int]) -> bool:
+        # Alone, a broker is every partition's only replica: its ISR never changes.
+        return False
+
     async def allocate_producer_id(self) -> int:
         """A producer id never handed out before, even across restarts (ids are reserved
         in blocks of 1000 so that the file is not rewritten for every producer)."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from partita.cluster.embedded_store import EmbeddedMetadataStore
 from partita.cluster.model import BrokerInfo
 from partita.cluster.store import MetadataStore
+from partita.replication.fetcher import FetcherManager
 from partita.server.cluster_node import ClusterNode
 from partita.server.config import BrokerConfig
 from partita.server.groups import GroupService
@@ -58,6 +59,7 @@ class Broker:
         self.topics = TopicManager(config, self.store, LogManager(data_dir))
         if self.cluster is not None:
             self.topics.fenced = self.cluster.fenced
+            self.topics.fetchers = FetcherManager(self.node_id, self.cluster.address_of)
         self.logs = self.topics.logs
         self.logs.config_for = self.topics.log_config
         self.groups = GroupService(self)

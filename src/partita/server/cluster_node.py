@@ -53,6 +53,10 @@ class ClusterNode:
     def fenced(self) -> bool:
         return not self.store.lease_trusted()
 
+    def address_of(self, node_id: int) -> tuple[str, int] | None:
+        registration = self.store.image.brokers.get(node_id)
+        return (registration.host, registration.port) if registration else None
+
     async def connect(self) -> None:
         """Reach etcd and load the metadata image; a clear error if etcd is not there."""
         try:
@@ -66,12 +70,20 @@ class ClusterNode:
             ) from None
 
     async def join(self) -> None:
-        """Register (refused if the node id is alive elsewhere), then become electable."""
+        """Register, then become electable. A registration of our node id that is still
+        there may be our own previous life (killed, restarted at once): as Kafka does with
+        a duplicate registration, wait for its session to expire, and refuse to start only
+        if it outlives that (another live broker holds the id)."""
         info = self.broker.info
-        try:
-            await self.store.register(info.host, info.port, info.rack)
-        except NodeIdInUseError as exc:
-            raise KafkaError(exc.message) from None
+        deadline = time.monotonic() + self.store.ttl + 2
+        while True:
+            try:
+                await self.store.register(info.host, info.port, info.rack)
+                break
+            except NodeIdInUseError as exc:
+                if time.monotonic() > deadline:
+                    raise KafkaError(exc.message) from None
+                await asyncio.sleep(0.25)
         await self.store.set_state("running")
         log.info(
             "registered with the cluster",
@@ -125,6 +137,8 @@ class ClusterNode:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self.broker.topics.fetchers is not None:
+            await self.broker.topics.fetchers.stop()
         await self.store.stop()
 
     def _leads_anything(self) -> bool:

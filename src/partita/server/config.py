@@ -9,6 +9,7 @@ from pathlib import Path
 
 from partita.errors import InvalidConfigurationError
 from partita.storage.config import LogConfig, parse_value
+from partita.storage.open_files import default_capacity
 
 # Broker setting -> topic setting it supplies the default for (Kafka's config synonyms).
 BROKER_TO_TOPIC: dict[str, str] = {
@@ -50,6 +51,13 @@ BROKER_DEFAULTS: dict[str, str] = {
     # Where clients are told to connect (Metadata, FindCoordinator); empty: the listener.
     "advertised.listeners": "",
     "num.partitions": "1",
+    # Partition replicas this broker may hold (KIP-578's name; Kafka has no such limit),
+    # checked before a create or CreatePartitions records anything (POLICY_VIOLATION;
+    # server/partition_limit.py says why that error). Default: as many as can keep their
+    # active segment open at once within the descriptor limit (RLIMIT_NOFILE less a
+    # reserve, storage/open_files.py): 16,000 at 20,000 descriptors, 768 at 1,024. More
+    # may be set; descriptors stay bounded, files are then reopened as they are used.
+    "max.broker.partitions": str(default_capacity()),
     "default.replication.factor": "1",
     "auto.create.topics.enable": "true",
     "delete.topic.enable": "true",
@@ -162,10 +170,12 @@ class BrokerConfig:
             "default.replication.factor",
             "socket.request.max.bytes",
             "offsets.topic.num.partitions",
+            "max.broker.partitions",
         ):
             self.get_int(key)
-        if self.get_int("num.partitions") < 1:
-            raise InvalidConfigurationError("num.partitions must be at least 1")
+        for key in ("num.partitions", "max.broker.partitions"):
+            if self.get_int(key) < 1:
+                raise InvalidConfigurationError(f"{key} must be at least 1")
 
     def get(self, key: str) -> str:
         return self.values[key]

@@ -1,22 +1,32 @@
-"""A partition as the broker serves it: its log, its leadership, its producers, and the
-fetchers waiting for new data.
+"""A partition as the broker serves it: its log, its leadership, its replication
+state, its producers, and the requests waiting for it to move.
 
-Leadership lives here and only here: ``become`` takes the partition's state from the
-metadata image (leader, leader epoch, ISR, replicas), and ``check_leader`` is the one
-test every leader-only request (Produce, Fetch from consumers, ListOffsets, DeleteRecords,
-OffsetForLeaderEpoch) passes, with Kafka's errors: NOT_LEADER_OR_FOLLOWER on a broker
-that does not lead it, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when the client's
-epoch is older / newer than ours (KIP-320).
+This is the one owner of a partition's rules:
 
-Until followers replicate, the leader's high watermark follows its log end offset, as on
-a single broker; replication will replace ``advance_high_watermark`` with the ISR rule
-(min LEO over the ISR, never moving back).
+- Leadership: ``become`` takes the partition's state from the metadata image (leader,
+  leader epoch, ISR, replicas); ``check_leader`` is the test every leader-only request
+  passes, with Kafka's errors (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
+  UNKNOWN_LEADER_EPOCH; KIP-320).
+- As leader: followers' fetches move their progress (``replication.progress``); the
+  high watermark is the ISR's smallest log end, never moving back; ISR changes are
+  proposed one at a time to the metadata store through ``isr_writer`` and take effect
+  when the store's answer comes back through ``become``.
+- As follower: batches copied from the leader keep their offsets and epochs; the high
+  watermark follows the leader's, capped at our own log end; truncation rebuilds the
+  idempotent-producer state, which a follower keeps as the leader does so that a new
+  leader still deduplicates.
+
+Waiters (long-polling fetches, acks=all produces) are woken whenever the log end, the
+high watermark, the ISR or the leadership moves, and each re-checks what it waits for.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from partita.cluster.model import PartitionState
@@ -26,6 +36,7 @@ from partita.errors import (
     FencedLeaderEpochError,
     InvalidRecordError,
     NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
 from partita.protocol.record_batch import (
@@ -36,11 +47,24 @@ from partita.protocol.record_batch import (
     PRODUCER_ID_POS,
     iter_headers,
 )
+from partita.replication.progress import LeaderProgress
 from partita.storage.log import AppendInfo, PartitionLog
+
+log = logging.getLogger(__name__)
 
 # Kafka's smallest legal batch length: enough to reach the magic byte.
 MIN_BATCH_LENGTH = 14
 _PRODUCER_ID = struct.Struct(">q")
+
+IsrWriter = Callable[["Partition", list[int]], None]
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _no_isr_writer(_partition: Partition, _isr: list[int]) -> None:
+    return None
 
 
 @dataclass(slots=True)
@@ -55,10 +79,17 @@ class Partition:
     replicas: list[int] = field(default_factory=list)
     producers: ProducerStateTable = field(default_factory=ProducerStateTable)
     waiters: set[asyncio.Future[None]] = field(default_factory=set)
+    progress: LeaderProgress | None = None  # set while this broker leads
+    pending_isr: list[int] | None = None  # an ISR change sent to the store, not yet seen
+    isr_writer: IsrWriter = _no_isr_writer
 
     @property
     def is_leader(self) -> bool:
         return self.leader == self.node_id
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.index}"
 
     def become(self, state: PartitionState) -> None:
         """Take the partition's state from the metadata image. Leader epochs only grow:
@@ -66,27 +97,40 @@ class Partition:
         if state.leader_epoch < self.leader_epoch:
             return
         was_leader, old_epoch = self.is_leader, self.leader_epoch
+        old_isr = self.isr
         self.leader = state.leader
         self.leader_epoch = state.leader_epoch
         self.isr = list(state.isr)
         self.replicas = list(state.replicas)
-        if self.is_leader and (
-            self.log.epochs.latest_epoch < self.leader_epoch or not self.log.epochs.entries
+        if self.pending_isr is not None and (
+            sorted(self.isr) == sorted(self.pending_isr) or old_epoch != self.leader_epoch
         ):
-            # Recorded at election, as Kafka does, so the new epoch starts at our log end
-            # and the first produce need not write the leader-epoch checkpoint.
-            self.log.epochs.assign(self.leader_epoch, self.log.log_end_offset)
-            self.log.epochs.flush()
-        if was_leader != self.is_leader or old_epoch != self.leader_epoch:
-            # Parked fetches and acks answer now, with the new leadership's errors.
-            self.wake_fetchers()
+            self.pending_isr = None  # our change landed, or we were replaced meanwhile
+        if self.is_leader:
+            if not was_leader or old_epoch != self.leader_epoch or self.progress is None:
+                self.progress = LeaderProgress(self.node_id, self.replicas, now_ms())
+                self.pending_isr = None
+                if self.log.epochs.latest_epoch < self.leader_epoch or not self.log.epochs.entries:
+                    # Recorded at election, as Kafka does, so the new epoch starts at our
+                    # log end and the first produce need not write the checkpoint.
+                    self.log.epochs.assign(self.leader_epoch, self.log.log_end_offset)
+                    self.log.epochs.flush()
+            else:
+                self.progress.set_replicas(self.replicas, now_ms())
+            self.maybe_advance_high_watermark()
+        else:
+            self.progress = None
+            self.pending_isr = None
+        if was_leader != self.is_leader or old_epoch != self.leader_epoch or old_isr != self.isr:
+            # Parked fetches and acks answer now, with the new state's outcome.
+            self.wake_waiters()
 
     def check_leader(self, current_leader_epoch: int = -1) -> None:
         """Refuse a leader-only request unless we lead this partition at the client's
         epoch (-1: the client does not say)."""
         if not self.is_leader:
             raise NotLeaderOrFollowerError(
-                f"broker {self.node_id} does not lead {self.topic}-{self.index} "
+                f"broker {self.node_id} does not lead {self.name} "
                 f"(leader {self.leader}, epoch {self.leader_epoch})"
             )
         if current_leader_epoch < 0:
@@ -99,6 +143,116 @@ class Partition:
             raise UnknownLeaderEpochError(
                 f"leader epoch {current_leader_epoch} is newer than {self.leader_epoch}"
             )
+
+    # -- leader: followers, the high watermark and the ISR -----------------------------
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return self.log.config.min_insync_replicas
+
+    def _maximal_isr(self) -> list[int]:
+        """The ISR plus members being added: the high watermark waits for them too, so it
+        never gets ahead of what an ISR about to include them holds."""
+        if self.pending_isr is None:
+            return self.isr
+        return self.isr + [r for r in self.pending_isr if r not in self.isr]
+
+    def record_follower_fetch(self, replica: int, fetch_offset: int) -> None:
+        """A follower fetched from ``fetch_offset``: it holds everything below it."""
+        if self.progress is None or replica not in self.progress.followers:
+            raise NotLeaderOrFollowerError(
+                f"broker {replica} is not a follower of {self.name} (replicas {self.replicas})"
+            )
+        leader_end = self.log.log_end_offset
+        if fetch_offset > leader_end or fetch_offset < 0:
+            raise OffsetOutOfRangeError(
+                f"{self.name}: follower {replica} fetched from {fetch_offset}, "
+                f"outside [0, {leader_end}]"
+            )
+        self.progress.record_fetch(replica, fetch_offset, leader_end, now_ms())
+        self.maybe_expand_isr(replica)
+        self.maybe_advance_high_watermark()
+
+    def maybe_advance_high_watermark(self) -> bool:
+        if self.progress is None:
+            return False
+        current = self.log.high_watermark
+        wanted = self.progress.high_watermark(
+            self._maximal_isr(), self.log.log_end_offset, current, self.min_insync_replicas
+        )
+        if wanted > current:
+            self.log.update_high_watermark(wanted)
+            self.wake_waiters()
+            return True
+        return False
+
+    def maybe_expand_isr(self, replica: int) -> None:
+        if self.progress is None or self.pending_isr is not None or replica in self.isr:
+            return
+        epoch_start = next(
+            (start for epoch, start in self.log.epochs.entries if epoch == self.leader_epoch),
+            self.log.log_end_offset,
+        )
+        if self.progress.may_join(replica, self.log.high_watermark, epoch_start):
+            self._propose_isr([*self.isr, replica], f"follower {replica} caught up")
+
+    def maybe_shrink_isr(self, max_lag_ms: int) -> None:
+        if self.progress is None or self.pending_isr is not None:
+            return
+        lagging = self.progress.out_of_sync(self.isr, self.log.log_end_offset, now_ms(), max_lag_ms)
+        if lagging:
+            kept = [r for r in self.isr if r not in lagging]
+            self._propose_isr(kept, f"followers {lagging} fell behind for over {max_lag_ms} ms")
+
+    def _propose_isr(self, isr: list[int], reason: str) -> None:
+        self.pending_isr = isr
+        log.info(
+            "proposing an ISR change",
+            extra={"partition": self.name, "isr": self.isr, "new_isr": isr, "reason": reason},
+        )
+        self.isr_writer(self, isr)
+
+    def isr_change_failed(self) -> None:
+        """The store refused our change (the state moved): the next fetch may retry."""
+        self.pending_isr = None
+
+    # -- follower ------------------------------------------------------------------------
+
+    def append_as_follower(self, records: bytes | memoryview) -> AppendInfo:
+        info = self.log.append_as_follower(records)
+        for _pos, h in iter_headers(memoryview(records)):
+            if h.producer_id >= 0 and h.base_sequence >= 0:
+                self.producers.record(
+                    h.producer_id,
+                    h.producer_epoch,
+                    h.base_sequence,
+                    h.base_sequence + h.last_offset_delta,
+                    h.base_offset,
+                    h.last_offset,
+                )
+        if info.batches:
+            self.wake_waiters()
+        return info
+
+    def follow_high_watermark(self, leader_high_watermark: int) -> None:
+        wanted = min(leader_high_watermark, self.log.log_end_offset)
+        if wanted > self.log.high_watermark:
+            self.log.update_high_watermark(wanted)
+            self.wake_waiters()
+
+    def truncate_to(self, offset: int) -> int:
+        """Cut the log back to ``offset`` (a follower that diverged from its leader)."""
+        if offset >= self.log.log_end_offset:
+            return 0
+        removed = self.log.truncate_to(offset)
+        self.rebuild_producer_state()
+        log.warning(
+            "truncated a diverged log",
+            extra={"partition": self.name, "offset": offset, "bytes": removed},
+        )
+        return removed
+
+    # -- appends -------------------------------------------------------------------------
 
     def rebuild_producer_state(self) -> None:
         """Replay idempotent batch headers from the log (no record decoding)."""
@@ -118,7 +272,7 @@ class Partition:
         self.producers = table
 
     def append(self, records: bytes | memoryview) -> AppendInfo:
-        """Append a producer's batches, applying the idempotence rules first."""
+        """Append a producer's batches as leader, applying the idempotence rules first."""
         view = memoryview(records)
         _check_produce_records(view)
         # Only the producer id is needed here; the log validates the whole header once.
@@ -127,7 +281,8 @@ class Partition:
             info = self.log.append_as_leader(view, self.leader_epoch)
         else:
             info = self._append_idempotent(view)
-        self.advance_high_watermark()
+        if not self.maybe_advance_high_watermark():
+            self.wake_waiters()  # followers long-poll for the new log end
         return info
 
     def _append_idempotent(self, view: memoryview) -> AppendInfo:
@@ -159,16 +314,23 @@ class Partition:
         )
         return info
 
-    def advance_high_watermark(self) -> None:
-        if self.log.high_watermark != self.log.log_end_offset:
-            self.log.update_high_watermark(self.log.log_end_offset)
-            self.wake_fetchers()
-
-    def wake_fetchers(self) -> None:
+    def wake_waiters(self) -> None:
         for waiter in self.waiters:
             if not waiter.done():
                 waiter.set_result(None)
         self.waiters.clear()
+
+    async def wait_for_change(self, timeout: float) -> None:
+        """Until the partition moves (or ``timeout`` seconds pass)."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiters.add(waiter)
+        try:
+            async with asyncio.timeout(max(timeout, 0)):
+                await waiter
+        except TimeoutError:
+            pass
+        finally:
+            self.waiters.discard(waiter)
 
 
 def _check_produce_records(view: memoryview) -> None:

@@ -35,6 +35,8 @@ async def _maintenance(broker: Broker, stop: asyncio.Event) -> None:
             return
         now = time.monotonic()
         try:
+            # On the loop: ISR changes go through the metadata store's client.
+            broker.topics.shrink_lagging_isrs()
             if now >= next_retention:
                 next_retention = now + retention_every
                 totals = await asyncio.to_thread(broker.run_maintenance)

@@ -11,6 +11,7 @@ feed the same path, so nothing here knows which one runs.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Mapping
@@ -33,6 +34,8 @@ from partita.errors import (
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
+from partita.replication.fetcher import FetcherManager
+from partita.server import partition_limit
 from partita.server.config import BrokerConfig
 from partita.server.partition import Partition
 from partita.storage.config import LogConfig, is_known
@@ -57,6 +60,8 @@ class TopicManager:
         self.fenced: Callable[[], bool] = lambda: False
         # Told (partition, leads) whenever this broker starts or stops leading one.
         self.leadership_listeners: list[Callable[[Partition, bool], None]] = []
+        # Copies the logs of the partitions this broker follows (a cluster member only).
+        self.fetchers: FetcherManager | None = None
         self._loaded = False
         store.subscribe(self._on_metadata)
 
@@ -108,6 +113,7 @@ class TopicManager:
             partition.become(state)
             if partition.log.config != config:
                 partition.log.update_config(config)
+            self._follow_or_lead(partition)
             if leads != partition.is_leader:
                 self._leadership_moved(partition)
 
@@ -136,13 +142,49 @@ class TopicManager:
             )
             return None
         partition = Partition(topic, index, partition_log, self.node_id)
+        partition.isr_writer = self._write_isr
         partition.rebuild_producer_state()
         partition.become(state)
-        partition.advance_high_watermark()
         self.partitions[(topic, index)] = partition
+        self._follow_or_lead(partition)
         if partition.is_leader:
             self._leadership_moved(partition)
         return partition
+
+    def _follow_or_lead(self, partition: Partition) -> None:
+        """Start or stop fetching ``partition`` from its leader (a cluster member only)."""
+        if self.fetchers is None:
+            return
+        key = (partition.topic, partition.index)
+        if not partition.is_leader and partition.leader >= 0:
+            self.fetchers.follow(partition, partition.leader, partition.leader_epoch)
+        else:
+            self.fetchers.unfollow(key)
+
+    def _write_isr(self, partition: Partition, isr: list[int]) -> None:
+        asyncio.get_running_loop().create_task(self._alter_isr(partition, isr))
+
+    async def _alter_isr(self, partition: Partition, isr: list[int]) -> None:
+        try:
+            ok = await self.store.alter_isr(
+                partition.topic, partition.index, partition.leader_epoch, isr
+            )
+        except Exception as exc:
+            log.warning(
+                "ISR change not written", extra={"partition": partition.name, "error": str(exc)}
+            )
+            ok = False
+        if not ok:
+            # The state moved under us (or the store is unreachable): the image brings the
+            # current one, and a leader whose epoch moved steps down through become().
+            partition.isr_change_failed()
+
+    def shrink_lagging_isrs(self) -> None:
+        """Kafka's ISR shrink check, for every partition led here."""
+        max_lag_ms = self.config.get_int("replica.lag.time.max.ms")
+        for partition in self.partitions.values():
+            if partition.is_leader:
+                partition.maybe_shrink_isr(max_lag_ms)
 
     def _drop_topic(self, name: str) -> None:
         for topic, index in [tp for tp in self.partitions if tp[0] == name]:
@@ -151,11 +193,13 @@ class TopicManager:
 
     def _drop_partition(self, topic: str, index: int) -> None:
         partition = self.partitions.pop((topic, index), None)
+        if self.fetchers is not None:
+            self.fetchers.unfollow((topic, index))
         if partition is not None:
             if partition.is_leader:
                 partition.leader = -1
                 self._leadership_moved(partition)
-            partition.wake_fetchers()
+            partition.wake_waiters()
         self.logs.delete_partition(topic, index)
 
     # -- lookups -----------------------------------------------------------------
@@ -200,6 +244,11 @@ class TopicManager:
         return partition
 
     # -- changes -----------------------------------------------------------------
+
+    def _check_partition_limit(self, placed: Mapping[int, list[int]]) -> None:
+        # Before anything is recorded: a create is all or nothing.
+        limit = self.config.get_int(partition_limit.CONFIG)
+        partition_limit.check_placement(limit, self.store.topics.values(), placed)
 
     def validate_configs(self, configs: Mapping[str, str | None]) -> dict[str, str]:
         clean: dict[str, str] = {}
@@ -258,6 +307,7 @@ class TopicManager:
             raise InvalidPartitionsError(f"number of partitions must be >= 1, got {num_partitions}")
         clean = self.validate_configs(configs or {})
         placed = self._placement(name, num_partitions, replication_factor, assignment)
+        self._check_partition_limit(placed)
         state = TopicState(
             name,
             uuid.uuid4(),
@@ -321,6 +371,7 @@ class TopicManager:
             if first
             else None,
         )
+        self._check_partition_limit(placed)
         if validate_only:
             return
         await self.store.add_partitions(

@@ -43,7 +43,7 @@ class _FetchPass:
     def run(self) -> list[TopicResult]:
         request = self.request
         budget = request.max_bytes if self.version >= 3 else 2**31 - 1
-        read_committed = self.version >= 4 and request.isolation_level == 1
+        replica = _replica_id(request, self.version)
         topics: list[TopicResult] = []
         first_data = True
         for topic in request.topics:
@@ -61,11 +61,16 @@ class _FetchPass:
                     partition = self.broker.topics.leader_partition(name, fp.partition, epoch)
                     self.partitions.append(partition)
                     plog = partition.log
+                    if replica >= 0:
+                        # A follower: its fetch offset is its log end; it reads to ours.
+                        partition.record_follower_fetch(replica, fp.fetch_offset)
                     result.high_watermark = plog.high_watermark
                     result.last_stable_offset = plog.high_watermark
                     result.log_start_offset = plog.log_start_offset
                     limit = min(fp.partition_max_bytes, budget)
-                    upper = plog.high_watermark if read_committed else None
+                    # Consumers never see past the high watermark (with no transactions
+                    # the last stable offset is the same); followers read to the log end.
+                    upper = plog.high_watermark if replica < 0 else plog.log_end_offset
                     region = None
                     if limit > 0 or first_data:
                         region = plog.read(
@@ -103,6 +108,15 @@ class _FetchPass:
         state = self.broker.store.topics.get(topic.topic)
         topic_id = state.topic_id if state else None
         return topic.topic, topic_id or uuid.UUID(int=0), None
+
+
+def _replica_id(request: Any, version: int) -> int:
+    """The fetching broker's id (a follower), or -1 for a consumer: in the request body
+    up to v14, in ReplicaState from v15."""
+    if version >= 15:
+        state = getattr(request, "replica_state", None)
+        return int(state.replica_id) if state is not None else -1
+    return int(request.replica_id)
 
 
 async def handle(broker: Broker, header: RequestHeader, request: Any) -> list[bytes | FileRegion]:

@@ -18,9 +18,7 @@ _Partition = _Topic.DescribeLogDirsPartition
 
 def handle_describe_log_dirs(broker: Broker, header: RequestHeader, request: Any) -> Any:
     wanted: dict[str, set[int]] | None = (
-        None
-        if request.topics is None
-        else {t.topic: set(t.partitions) for t in request.topics}
+        None if request.topics is None else {t.topic: set(t.partitions) for t in request.topics}
     )
     by_topic: dict[str, list[Any]] = {}
     for (topic, index), partition in sorted(broker.topics.partitions.items()):

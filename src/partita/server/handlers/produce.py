@@ -3,8 +3,10 @@ the assigned base offsets (or nothing at all for acks=0)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.producer import ProduceResponse
@@ -14,13 +16,17 @@ from partita.errors import (
     InvalidRequiredAcksError,
     InvalidTopicError,
     KafkaError,
+    NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    RequestTimedOutError,
     TransactionalIdNotSupportedError,
     UnknownServerError,
 )
 from partita.protocol.codec import RequestHeader
 from partita.server.broker import Broker
 from partita.server.closing import CloseConnectionError
+from partita.server.partition import Partition
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +62,25 @@ _Topic = ProduceResponse.TopicProduceResponse
 _Partition = _Topic.PartitionProduceResponse
 
 
+@dataclass(slots=True)
+class _Replicating:
+    """An acks=all append waiting for the high watermark to pass it."""
+
+    topic: int  # positions in the response
+    slot: int
+    partition: Partition
+    leader_epoch: int
+    required: int  # the high watermark that commits it: its last offset + 1
+
+
 def _append_one(
-    broker: Broker, request: Any, topic: str, index: int, records: Any, internal_allowed: bool
+    broker: Broker,
+    request: Any,
+    topic: str,
+    index: int,
+    records: Any,
+    internal_allowed: bool,
+    waiting: list[tuple[Partition, int]],
 ) -> Any:
     try:
         if request.transactional_id is not None:
@@ -79,6 +102,8 @@ def _append_one(
         info = partition.append(records)
         if info.batches:  # zero for a retried idempotent batch already in the log
             broker.metrics.appended(topic, info.last_offset - info.first_offset + 1, info.bytes)
+        if request.acks == -1 and partition.log.high_watermark <= info.last_offset:
+            waiting.append((partition, info.last_offset + 1))
         return _Partition(
             index=index,
             error_code=0,
@@ -95,6 +120,10 @@ def _append_one(
         log.exception("produce failed", extra={"partition": f"{topic}-{index}"})
         code, message = UnknownServerError.code, f"{type(exc).__name__}: {exc}"
     broker.metrics.produce_refused(topic, code)
+    return _refused(index, code, message)
+
+
+def _refused(index: int, code: int, message: str) -> Any:
     return _Partition(
         index=index,
         error_code=code,
@@ -106,14 +135,20 @@ def _append_one(
     )
 
 
-def handle(broker: Broker, header: RequestHeader, request: Any) -> Any | None:
+def handle(broker: Broker, header: RequestHeader, request: Any) -> Any:
     internal_allowed = header.client_id == ADMIN_CLIENT_ID
     responses = []
-    for topic_data in request.topic_data:
-        partitions = [
-            _append_one(broker, request, topic_data.name, p.index, p.records, internal_allowed)
-            for p in topic_data.partition_data
-        ]
+    replicating: list[_Replicating] = []
+    for t, topic_data in enumerate(request.topic_data):
+        partitions = []
+        for slot, p in enumerate(topic_data.partition_data):
+            waiting: list[tuple[Partition, int]] = []
+            answer = _append_one(
+                broker, request, topic_data.name, p.index, p.records, internal_allowed, waiting
+            )
+            partitions.append(answer)
+            for part, required in waiting:
+                replicating.append(_Replicating(t, slot, part, part.leader_epoch, required))
         responses.append(_Topic(name=topic_data.name, partition_responses=partitions))
     if request.acks == 0:
         failed = [p for t in responses for p in t.partition_responses if p.error_code]
@@ -125,4 +160,76 @@ def handle(broker: Broker, header: RequestHeader, request: Any) -> Any | None:
                 f"{failed[0].error_message}"
             )
         return None  # Kafka sends no response at all for acks=0
-    return ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=[])
+    response = ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=[])
+    if replicating:
+        # A delayed produce: answered when the ISR holds every batch, not by a blocked loop.
+        return _await_replication(response, replicating, request.timeout_ms / 1000)
+    return response
+
+
+async def _await_replication(response: Any, pending: list[_Replicating], timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while pending:
+        still: list[_Replicating] = []
+        for waiting in pending:
+            outcome = _replication_outcome(waiting)
+            if outcome is None:
+                still.append(waiting)
+            elif outcome is not _COMMITTED:
+                _fail(response, waiting, *outcome)
+        pending = still
+        remaining = deadline - time.monotonic()
+        if not pending or remaining <= 0:
+            break
+        await _any_change([w.partition for w in pending], remaining)
+    for waiting in pending:
+        _fail(
+            response,
+            waiting,
+            RequestTimedOutError.code,
+            f"the in-sync replicas did not all have the batch within {timeout:.0f} s",
+        )
+    return response
+
+
+_COMMITTED = (0, "")
+
+
+def _replication_outcome(waiting: _Replicating) -> tuple[int, str] | None:
+    """(code, message) once the append is decided, None while it still waits."""
+    partition = waiting.partition
+    if not partition.is_leader or partition.leader_epoch != waiting.leader_epoch:
+        return (
+            NotLeaderOrFollowerError.code,
+            f"leadership of {partition.name} moved before the batch was committed",
+        )
+    required = partition.min_insync_replicas
+    if partition.log.high_watermark >= waiting.required:
+        return _COMMITTED
+    if len(partition.isr) < required:
+        return (
+            NotEnoughReplicasAfterAppendError.code,
+            f"{partition.name}: the ISR {partition.isr} shrank below "
+            f"min.insync.replicas={required} after the append",
+        )
+    return None
+
+
+def _fail(response: Any, waiting: _Replicating, code: int, message: str) -> None:
+    partitions = response.responses[waiting.topic].partition_responses
+    partitions[waiting.slot] = _refused(partitions[waiting.slot].index, code, message)
+    _rejections.warn(waiting.partition.topic, waiting.partition.index, code, message)
+
+
+async def _any_change(partitions: list[Partition], timeout: float) -> None:
+    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    for partition in partitions:
+        partition.waiters.add(waiter)
+    try:
+        async with asyncio.timeout(timeout):
+            await waiter
+    except TimeoutError:
+        pass
+    finally:
+        for partition in partitions:
+            partition.waiters.discard(waiter)

@@ -1,0 +1,320 @@
+"""Follower fetchers: each broker copies the logs of the partitions it follows from
+their leaders, one connection and one task per leader broker, many partitions per Fetch.
+
+A partition joins its leader's fetcher when the image makes this broker its follower at
+a leader epoch. Before its first fetch at that epoch it finds where its log diverged from
+the leader's (OffsetForLeaderEpoch, ``truncation.truncation_for``) and cuts its log
+there, so that a former leader's unreplicated tail disappears and every replica holds
+the same bytes. Then it fetches from its log end, with its replica id and the leader
+epoch it follows (a stale one is refused by the leader: FENCED_LEADER_EPOCH), appends
+what comes back byte for byte (the leader's offsets and epochs) and follows the leader's
+high watermark. The leader learns the follower's log end from the fetch offset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kafka.protocol.consumer import (
+    FetchRequest,
+    ListOffsetsRequest,
+    OffsetForLeaderEpochRequest,
+)
+
+from partita.client.connection import BrokerConnection, ConnectionLostError
+from partita.errors import KafkaError
+from partita.protocol.fetch_response import decode_fetch_response_v11
+from partita.protocol.record_batch import LOG_OVERHEAD, iter_headers
+from partita.replication.truncation import truncation_for
+from partita.storage.log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+FETCH_MAX_WAIT_MS = 500
+PARTITION_MAX_BYTES = 1024 * 1024
+FETCH_MAX_BYTES = 16 * 1024 * 1024
+BACKOFF_SECONDS = 0.2
+OFFSET_OUT_OF_RANGE = 1
+EARLIEST = -2
+
+
+class FollowedPartition(Protocol):
+    """What a fetcher needs of a partition (``server.partition.Partition``)."""
+
+    topic: str
+    index: int
+    log: PartitionLog
+
+    def append_as_follower(self, records: bytes | memoryview) -> Any: ...
+
+    def follow_high_watermark(self, leader_high_watermark: int) -> None: ...
+
+    def truncate_to(self, offset: int) -> int: ...
+
+
+@dataclass(slots=True)
+class _Followed:
+    partition: FollowedPartition
+    leader_epoch: int
+    truncated: bool = False  # divergence resolved at this epoch
+
+
+AddressOf = Callable[[int], tuple[str, int] | None]
+
+
+@dataclass(slots=True)
+class _LeaderFetcher:
+    leader: int
+    partitions: dict[tuple[str, int], _Followed] = field(default_factory=dict)
+    task: asyncio.Task[None] | None = None
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class FetcherManager:
+    def __init__(self, node_id: int, address_of: AddressOf) -> None:
+        self.node_id = node_id
+        self.address_of = address_of
+        self._fetchers: dict[int, _LeaderFetcher] = {}
+        self._where: dict[tuple[str, int], int] = {}  # partition -> leader it follows
+
+    def follow(self, partition: FollowedPartition, leader: int, leader_epoch: int) -> None:
+        """Fetch ``partition`` from ``leader`` at ``leader_epoch`` (replacing what it
+        followed before)."""
+        key = (partition.topic, partition.index)
+        current = self._where.get(key)
+        if current is not None:
+            followed = self._fetchers[current].partitions.get(key)
+            if current == leader and followed and followed.leader_epoch == leader_epoch:
+                return
+            self.unfollow(key)
+        fetcher = self._fetchers.get(leader)
+        if fetcher is None:
+            fetcher = self._fetchers[leader] = _LeaderFetcher(leader)
+            fetcher.task = asyncio.get_running_loop().create_task(
+                self._run(fetcher), name=f"fetcher-{leader}"
+            )
+        fetcher.partitions[key] = _Followed(partition, leader_epoch)
+        fetcher.wake.set()
+        self._where[key] = leader
+
+    def unfollow(self, key: tuple[str, int]) -> None:
+        leader = self._where.pop(key, None)
+        if leader is not None:
+            self._fetchers[leader].partitions.pop(key, None)
+
+    async def stop(self) -> None:
+        for fetcher in self._fetchers.values():
+            if fetcher.task is not None:
+                fetcher.task.cancel()
+        for fetcher in self._fetchers.values():
+            if fetcher.task is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await fetcher.task
+        self._fetchers.clear()
+        self._where.clear()
+
+    # -- one leader ----------------------------------------------------------------------
+
+    async def _run(self, fetcher: _LeaderFetcher) -> None:
+        connection: BrokerConnection | None = None
+        while True:
+            if not fetcher.partitions:
+                fetcher.wake.clear()
+                await fetcher.wake.wait()
+                continue
+            try:
+                if connection is None or connection.closed:
+                    connection = await self._connect(fetcher.leader)
+                    if connection is None:
+                        await asyncio.sleep(BACKOFF_SECONDS)
+                        continue
+                await self._truncate_diverged(connection, fetcher)
+                await self._fetch_once(connection, fetcher)
+            except asyncio.CancelledError:
+                if connection is not None:
+                    await connection.close()
+                raise
+            except (ConnectionLostError, OSError, TimeoutError) as exc:
+                log.info(
+                    "fetcher lost its connection; reconnecting",
+                    extra={"leader": fetcher.leader, "error": str(exc)},
+                )
+                if connection is not None:
+                    await connection.close()
+                connection = None
+                await asyncio.sleep(BACKOFF_SECONDS)
+            except Exception:
+                log.exception("fetcher pass failed", extra={"leader": fetcher.leader})
+                await asyncio.sleep(BACKOFF_SECONDS)
+
+    async def _connect(self, leader: int) -> BrokerConnection | None:
+        address = self.address_of(leader)
+        if address is None:
+            return None
+        connection = BrokerConnection(
+            address[0], address[1], client_id=f"partita-replica-{self.node_id}",
+            request_timeout_ms=30_000,
+        )  # fmt: skip
+        await connection.connect()
+        return connection
+
+    async def _truncate_diverged(
+        self, connection: BrokerConnection, fetcher: _LeaderFetcher
+    ) -> None:
+        for _round in range(10):
+            pending = [f for f in fetcher.partitions.values() if not f.truncated]
+            if not pending:
+                return
+            topics: dict[str, list[Any]] = {}
+            for f in pending:
+                p = f.partition
+                topics.setdefault(p.topic, []).append(
+                    OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                        partition=p.index,
+                        current_leader_epoch=f.leader_epoch,
+                        leader_epoch=p.log.epochs.latest_epoch,
+                    )
+                )
+            response = await connection.request(
+                OffsetForLeaderEpochRequest(
+                    version=3,
+                    replica_id=self.node_id,
+                    topics=[
+                        OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=t, partitions=ps)
+                        for t, ps in topics.items()
+                    ],
+                )
+            )
+            for topic in response.topics:
+                for answer in topic.partitions:
+                    followed = fetcher.partitions.get((topic.topic, answer.partition))
+                    if followed is None or followed.truncated:
+                        continue
+                    if answer.error_code:
+                        continue  # stale or future epoch: the image will catch up
+                    p = followed.partition
+                    if p.log.epochs.latest_epoch < 0:
+                        followed.truncated = True  # nothing of ours to doubt
+                        continue
+                    cut = truncation_for(
+                        p.log.epochs, p.log.log_end_offset, answer.leader_epoch, answer.end_offset
+                    )
+                    p.truncate_to(cut.offset)
+                    followed.truncated = cut.done
+        # Still not settled after ten rounds: fetch anyway and try again next pass.
+
+    async def _fetch_once(self, connection: BrokerConnection, fetcher: _LeaderFetcher) -> None:
+        ready = [f for f in fetcher.partitions.values() if f.truncated]
+        if not ready:
+            await asyncio.sleep(BACKOFF_SECONDS)
+            return
+        topics: dict[str, list[Any]] = {}
+        for f in ready:
+            p = f.partition
+            topics.setdefault(p.topic, []).append(
+                FetchRequest.FetchTopic.FetchPartition(
+                    partition=p.index,
+                    current_leader_epoch=f.leader_epoch,
+                    fetch_offset=p.log.log_end_offset,
+                    last_fetched_epoch=-1,
+                    log_start_offset=p.log.log_start_offset,
+                    partition_max_bytes=PARTITION_MAX_BYTES,
+                )
+            )
+        request = FetchRequest(
+            version=11,
+            replica_id=self.node_id,
+            max_wait_ms=FETCH_MAX_WAIT_MS,
+            min_bytes=1,
+            max_bytes=FETCH_MAX_BYTES,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        response = await connection.request(request, decoder=decode_fetch_response_v11)
+        errors = False
+        for topic in response.responses:
+            for answer in topic.partitions:
+                followed = fetcher.partitions.get((topic.topic, answer.partition_index))
+                if followed is None:
+                    continue  # stopped following while the fetch was out
+                if answer.error_code:
+                    errors = True
+                    await self._on_error(connection, followed, answer.error_code)
+                    continue
+                self._apply(followed.partition, answer)
+        if errors:
+            await asyncio.sleep(BACKOFF_SECONDS)
+
+    def _apply(self, partition: FollowedPartition, answer: Any) -> None:
+        records = answer.records
+        if records is not None and len(records):
+            whole = _whole_batches(records)
+            if whole:
+                partition.append_as_follower(records[:whole])
+        partition.follow_high_watermark(answer.high_watermark)
+
+    async def _on_error(self, connection: BrokerConnection, followed: _Followed, code: int) -> None:
+        partition = followed.partition
+        if code == OFFSET_OUT_OF_RANGE:
+            # Our log end is below the leader's log start (retention moved it on): start
+            # again where the leader's log starts.
+            start = await self._leader_log_start(connection, followed)
+            if start is not None and partition.log.log_end_offset < start:
+                partition.log.truncate_fully_and_start_at(start)
+                log.warning(
+                    "follower restarted its log at the leader's log start",
+                    extra={"partition": f"{partition.topic}-{partition.index}", "offset": start},
+                )
+            else:
+                followed.truncated = False  # check for divergence again
+        # NOT_LEADER_OR_FOLLOWER, FENCED / UNKNOWN_LEADER_EPOCH: the image is about to say
+        # who leads now; until then, back off.
+
+    async def _leader_log_start(
+        self, connection: BrokerConnection, followed: _Followed
+    ) -> int | None:
+        p = followed.partition
+        response = await connection.request(
+            ListOffsetsRequest(
+                version=4,
+                replica_id=self.node_id,
+                isolation_level=0,
+                topics=[
+                    ListOffsetsRequest.ListOffsetsTopic(
+                        name=p.topic,
+                        partitions=[
+                            ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                                partition_index=p.index,
+                                current_leader_epoch=followed.leader_epoch,
+                                timestamp=EARLIEST,
+                            )
+                        ],
+                    )
+                ],
+            )
+        )
+        answer = response.topics[0].partitions[0]
+        return None if answer.error_code else int(answer.offset)
+
+
+def _whole_batches(records: memoryview) -> int:
+    """How many bytes of ``records`` are whole batches (a fetch may end in part of one)."""
+    end = 0
+    try:
+        for pos, header in iter_headers(records):
+            size = header.batch_length + LOG_OVERHEAD
+            if pos + size > len(records):
+                break
+            end = pos + size
+    except KafkaError:
+        pass
+    return end
