@@ -1,0 +1,205 @@
+"""Replication under faults, with real brokers, real etcd and real clients: no
+acknowledged record lost or duplicated, replicas identical on disk, Kafka's min ISR
+rules, divergent logs truncated, consumer groups surviving their coordinator's death."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from partita.cli.local_cluster import LocalCluster
+from tests.cluster.conftest import Factory, layout, until
+from tests.cluster.faults import (
+    check_no_loss_no_duplicates,
+    leader_of,
+    paused,
+    producing,
+    read_all,
+    segment_digests,
+)
+
+pytestmark = pytest.mark.timeout(240)
+
+PARTITIONS = 3
+
+
+def _topic(cluster: LocalCluster, name: str, partitions: int = PARTITIONS) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 3)])[name].result(20)
+
+
+def _isr(cluster: LocalCluster, topic: str, partition: int) -> list[int]:
+    asker = next(b for b in cluster.brokers if b.alive)
+    return sorted(layout(asker, topic)[partition].isr_nodes)
+
+
+def _settle(cluster: LocalCluster, topic: str, partitions: int = PARTITIONS) -> None:
+    """Every broker alive and back in every ISR, so the replicas can be compared."""
+    for p in range(partitions):
+        until(lambda p=p: _isr(cluster, topic, p) == [1, 2, 3], 30, f"{topic}-{p} fully in sync")
+
+
+def _replicas_identical(cluster: LocalCluster, topic: str, partitions: int = PARTITIONS) -> None:
+    def same() -> bool:
+        return all(
+            len(set(segment_digests(cluster, topic, p).values())) == 1 for p in range(partitions)
+        )
+
+    until(same, 20, "replicas byte-identical on disk")
+
+
+@pytest.fixture
+def rf3(cluster_factory: Factory) -> LocalCluster:
+    return cluster_factory(3, None, min_insync_replicas="2")
+
+
+@pytest.mark.parametrize("fault", ["kill", "pause", "term"])
+def test_a_leader_fails_under_an_idempotent_acks_all_producer(
+    rf3: LocalCluster, fault: str
+) -> None:
+    _topic(rf3, "chaos")
+    victim = leader_of(rf3, "chaos", 0)
+    with producing(rf3.bootstrap, "chaos", PARTITIONS) as ledger:
+        until(lambda: len(ledger.acked) > 300, 30, "a steady stream of acks")
+        if fault == "kill":
+            victim.kill()
+        elif fault == "pause":
+            with paused(victim):
+                # Past its 3 s lease: the others elect a new leader while it sleeps.
+                until(lambda: leader_of(rf3, "chaos", 0) is not victim, 20)
+                acked_before = len(ledger.acked)
+                until(
+                    lambda: len(ledger.acked) > acked_before + 200, 30, "acks from the new leader"
+                )
+            # Awake, the zombie must acknowledge nothing as leader of partition 0.
+        else:
+            stopped = time.monotonic()
+            victim.signal(signal.SIGTERM)
+            assert victim.proc is not None
+            victim.proc.wait(30)
+            assert victim.proc.returncode == 0
+            assert time.monotonic() - stopped < 15
+        count = len(ledger.acked)
+        until(lambda: len(ledger.acked) > count + 300, 60, "acks after the fault")
+        if fault != "pause":
+            victim.start()
+        until(lambda: len(ledger.acked) > count + 600, 60)
+    assert not ledger.failed, list(ledger.failed.items())[:5]
+    check_no_loss_no_duplicates(ledger, read_all(rf3.bootstrap, "chaos", PARTITIONS))
+    _settle(rf3, "chaos")
+    _replicas_identical(rf3, "chaos")
+
+
+def test_min_insync_replicas_refuses_acks_all_and_the_isr_grows_back(rf3: LocalCluster) -> None:
+    _topic(rf3, "minisr", 1)
+    leader = leader_of(rf3, "minisr", 0)
+    others = [b for b in rf3.brokers if b is not leader]
+    for broker in others:
+        broker.kill()
+    until(lambda: _isr(rf3, "minisr", 0) == [leader.node_id], 20, "the ISR shrinks to the leader")
+    strict = Producer({"bootstrap.servers": leader.bootstrap, "acks": "all",
+                       "message.timeout.ms": 3000, "retries": 0})  # fmt: skip
+    errors: list[str] = []
+    strict.produce("minisr", b"x", on_delivery=lambda e, _m: errors.append(e.name() if e else ""))
+    strict.flush(10)
+    assert errors == ["NOT_ENOUGH_REPLICAS"]
+    relaxed = Producer({"bootstrap.servers": leader.bootstrap, "acks": "1"})
+    relaxed.produce("minisr", b"y", on_delivery=lambda e, _m: errors.append(e.name() if e else ""))
+    relaxed.flush(10)
+    assert errors[1] == ""
+    for broker in others:
+        broker.start()
+    until(lambda: _isr(rf3, "minisr", 0) == [1, 2, 3], 30, "the ISR grows back by itself")
+    strict.produce("minisr", b"z", on_delivery=lambda e, _m: errors.append(e.name() if e else ""))
+    strict.flush(10)
+    assert errors[2] == ""
+
+
+def test_a_diverged_former_leader_truncates_and_nobody_saw_what_it_lost(
+    rf3: LocalCluster,
+) -> None:
+    _topic(rf3, "diverge", 1)
+    old = leader_of(rf3, "diverge", 0)
+    followers = [b for b in rf3.brokers if b is not old]
+    committed = Producer({"bootstrap.servers": rf3.bootstrap, "acks": "all"})
+    for i in range(50):
+        committed.produce("diverge", b"c%03d" % i, partition=0)
+    assert committed.flush(20) == 0
+    for f in followers:
+        f.signal(signal.SIGSTOP)
+    try:
+        # Taken by the leader alone, acknowledged with acks=1, never replicated.
+        lonely = Producer({"bootstrap.servers": old.bootstrap, "acks": "1"})
+        for i in range(20):
+            lonely.produce("diverge", b"lost%03d" % i, partition=0)
+        assert lonely.flush(10) == 0
+        old.kill()
+    finally:
+        for f in followers:
+            f.signal(signal.SIGCONT)
+    until(lambda: leader_of(rf3, "diverge", 0) is not old, 20, "a follower takes over")
+    fresh = Producer({"bootstrap.servers": ",".join(f.bootstrap for f in followers), "acks": "all"})
+    for i in range(30):
+        fresh.produce("diverge", b"n%03d" % i, partition=0)
+    assert fresh.flush(30) == 0
+    old.start()
+    _settle(rf3, "diverge", 1)
+    _replicas_identical(rf3, "diverge", 1)
+    values = [v for _, v in read_all(rf3.bootstrap, "diverge", 1)[0]]
+    assert values == [b"c%03d" % i for i in range(50)] + [b"n%03d" % i for i in range(30)]
+    assert "truncated a diverged log" in old.logs(400)
+
+
+def test_a_consumer_group_survives_its_coordinators_death(rf3: LocalCluster) -> None:
+    _topic(rf3, "grouped")
+    producer = Producer({"bootstrap.servers": rf3.bootstrap, "acks": "all"})
+    for i in range(300):
+        producer.produce("grouped", b"g%04d" % i, partition=i % PARTITIONS)
+    assert producer.flush(20) == 0
+    config = {
+        "bootstrap.servers": rf3.bootstrap,
+        "group.id": "survivors",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": 6000,
+    }
+    consumer = Consumer(config)
+    consumer.subscribe(["grouped"])
+    seen: list[bytes] = []
+    while len(seen) < 150:
+        msg = consumer.poll(1)
+        if msg is not None and not msg.error():
+            seen.append(msg.value())
+    consumer.commit(asynchronous=False)
+    committed = {
+        tp.partition: tp.offset
+        for tp in consumer.committed([TopicPartition("grouped", p) for p in range(PARTITIONS)])
+    }
+    consumer.close()
+    from partita.coordinator.offset_records import group_partition  # noqa: PLC0415
+
+    coordinator = leader_of(rf3, "__consumer_offsets", group_partition("survivors", 50))
+    coordinator.kill()
+    survivors = ",".join(b.bootstrap for b in rf3.brokers if b.alive)
+    consumer = Consumer({**config, "bootstrap.servers": survivors})
+    consumer.subscribe(["grouped"])
+    deadline = time.monotonic() + 60
+    rest: list[bytes] = []
+    while len(seen) + len(rest) < 300 and time.monotonic() < deadline:
+        try:
+            msg = consumer.poll(1)
+        except KafkaException:
+            continue
+        if msg is not None and not msg.error():
+            rest.append(msg.value())
+    after = {
+        tp.partition: tp.offset
+        for tp in consumer.committed([TopicPartition("grouped", p) for p in range(PARTITIONS)], 20)
+    }
+    consumer.close()
+    assert after == committed  # nothing committed was lost or moved back
+    assert sorted(seen + rest) == sorted(b"g%04d" % i for i in range(300))
