@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,10 +89,23 @@ def reflow(text: str | None) -> str | None:
     )
 
 
-def _reflow_tree(command: Any) -> None:
-    command.help = reflow(command.help)
+# What Rich's markup would take for a tag: "[" then a letter, "/", "#" or "@".
+_MARKUP_TAG = re.compile(r"\[(?=[a-zA-Z/#@])")
+
+
+def plain(text: str | None) -> str | None:
+    """Help text shown as written: Typer renders help as Rich markup, where
+    "etcd://HOST[/PREFIX]" is a closing tag and crashes --help."""
+    return None if text is None else _MARKUP_TAG.sub(r"\\[", text)
+
+
+def _prepare_help(command: Any) -> None:
+    command.help = plain(reflow(command.help))
+    for param in command.params:
+        if getattr(param, "help", None):
+            param.help = plain(param.help)
     for child in getattr(command, "commands", {}).values():
-        _reflow_tree(child)
+        _prepare_help(child)
 
 
 _COMPLETION_OPTIONS = ("install_completion", "show_completion")
@@ -110,7 +124,7 @@ def load_command(name: str) -> Any:
     command.name = name
     # Shell completion is installed from the root command, not from each subcommand.
     command.params = [p for p in command.params if p.name not in _COMPLETION_OPTIONS]
-    _reflow_tree(command)
+    _prepare_help(command)
     return command
 
 
