@@ -347,3 +347,45 @@ def test_bad_writes_fail_with_a_clear_message(spark: Any, spark_broker: BrokerPr
         ).option("subscribe", "a").option("endingOffsets", "latest").load().writeStream.format(
             "console"
         ).start().awaitTermination(30)
+
+
+def test_overwrite_is_refused_as_sparks_kafka_sink_refuses_it(
+    spark: Any, spark_broker: BrokerProcess
+) -> None:
+    create_topic(spark_broker, "kept", 1)
+    rows = spark.createDataFrame([("a",), ("b",)], "value string")
+    writer = rows.write.format("partita").option("kafka.bootstrap.servers", spark_broker.bootstrap)
+    with pytest.raises(Exception, match=r"Save mode Overwrite not allowed.*\.mode\(\"append\"\)"):
+        writer.mode("overwrite").option("topic", "kept").save()
+    assert read(spark, spark_broker, subscribe="kept").count() == 0
+    writer.mode("append").option("topic", "kept").save()
+    assert read(spark, spark_broker, subscribe="kept").count() == 2
+
+
+def test_streaming_complete_mode_appends_every_result_as_sparks_kafka_sink_does(
+    spark: Any, spark_broker: BrokerProcess, exact: Expected, checkpoint: str
+) -> None:
+    create_topic(spark_broker, "totals", 1)
+    query = (
+        spark.readStream.format("partita")
+        .option("kafka.bootstrap.servers", spark_broker.bootstrap)
+        .option("subscribe", "exact")
+        .option("startingOffsets", "earliest")
+        .load()
+        .groupBy("partition")
+        .count()
+        .selectExpr("cast(partition as string) as key", "cast(count as string) as value")
+        .writeStream.format("partita")
+        .outputMode("complete")
+        .option("kafka.bootstrap.servers", spark_broker.bootstrap)
+        .option("topic", "totals")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+    rows = read(spark, spark_broker, subscribe="totals").collect()
+    # Every micro-batch appends the whole result; the newest row per key is the total.
+    newest = {r.key: r.value for r in sorted(rows, key=lambda r: r.offset)}
+    assert newest == {b"0": b"100", b"1": b"100", b"2": b"100"}

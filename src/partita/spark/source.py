@@ -100,8 +100,18 @@ class PartitaDataSource(DataSource):
         from partita.spark.sink import PartitaWriter  # noqa: PLC0415
 
         freeze_loaded_modules()
+        if overwrite:
+            # Spark's Kafka sink refuses Overwrite (and Ignore, which Spark already refuses
+            # for every Python data source): nothing in a topic can be replaced, and
+            # appending instead would silently do something else than was asked.
+            raise OptionError(
+                "Save mode Overwrite not allowed for partita, as for Kafka: records can only "
+                'be appended to a topic. Allowed save mode is Append: .mode("append")'
+            )
         return PartitaWriter(parse_sink_options(self.options), schema)
 
+    # A streaming query in Complete mode asks to overwrite; Spark's Kafka sink appends every
+    # result row each micro-batch instead (its truncate() does nothing), and so does this.
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from partita.spark.sink import PartitaStreamWriter  # noqa: PLC0415
 
