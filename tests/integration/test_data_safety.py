@@ -3,8 +3,13 @@ broker processes, the real ``partita`` command and real clients."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import resource
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -211,3 +216,116 @@ def test_log_describe_reports_a_torn_tail_without_repairing_it(
     assert described.returncode == 0, described.stderr
     assert "30 bytes after the last complete batch" in " ".join(described.stdout.split())
     assert snapshot(stopped.data_dir) == before
+
+
+# -- partition counts and file descriptors ------------------------------------------
+
+
+@contextlib.contextmanager
+def descriptor_limit(soft: int) -> Iterator[None]:
+    """Brokers started inside get this RLIMIT_NOFILE (a child inherits it at fork)."""
+    before, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (before, hard))
+
+
+def start_with_descriptor_limit(broker: BrokerProcess, soft: int) -> None:
+    with descriptor_limit(soft):
+        broker.start(timeout=120)
+
+
+def open_descriptors(broker: BrokerProcess) -> int:
+    assert broker.proc is not None
+    return len(os.listdir(f"/proc/{broker.proc.pid}/fd"))
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_absurd_partition_count_is_refused_before_anything_is_recorded(
+    broker_factory: type[BrokerProcess],
+) -> None:
+    broker = broker_factory()
+    start_with_descriptor_limit(broker, 1024)
+
+    result = partita("topic", "create", "huge", "-p", "100000", "-b", broker.bootstrap)
+
+    assert result.returncode != 0
+    error = one_line_error(result)
+    # The default limit comes from the descriptor limit: 1,024 less a reserve of 256.
+    assert "max.broker.partitions=768" in error and "huge" in error
+    assert "huge" not in partita("topic", "list", "-b", broker.bootstrap).stdout
+    assert not list(broker.data_dir.glob("huge-*"))
+    metadata = broker.data_dir / "partita-metadata.json"
+    assert not metadata.exists() or "huge" not in metadata.read_text()
+    assert "error" not in broker.logs().lower()
+
+    # The directory is as usable as before: a topic within the limit, a restart.
+    create_topic(broker.bootstrap, "small", partitions=8)
+    produce(broker.bootstrap, "small", [{"value": b"v", "partition": p} for p in range(8)])
+    assert broker.stop() == 0
+    start_with_descriptor_limit(broker, 1024)
+    assert len(consume_all(broker.bootstrap, "small", list(range(8)), expected=8)) == 8
+
+
+def test_many_partitions_need_few_descriptors(broker_factory: type[BrokerProcess]) -> None:
+    # 512 descriptors keep at most 256 segment files open; the limit is raised past
+    # the 256 partitions that default allows.
+    broker = broker_factory({"max.broker.partitions": "3000"})
+    start_with_descriptor_limit(broker, 512)
+    idle = open_descriptors(broker)
+
+    created = partita("topic", "create", "wide", "-p", "1500", "-b", broker.bootstrap)
+    assert created.returncode == 0, created.stderr
+    assert open_descriptors(broker) <= idle + 5  # created partitions hold no descriptor
+
+    produce(
+        broker.bootstrap, "wide", [{"value": str(p).encode(), "partition": p} for p in range(1500)]
+    )
+    assert open_descriptors(broker) <= 256 + idle + 20
+    got = consume_all(broker.bootstrap, "wide", list(range(1500)), expected=1500, timeout=60)
+    assert sorted(int(m.value()) for m in got) == list(range(1500))
+    assert all(int(m.value()) == m.partition() for m in got)
+
+    assert broker.stop() == 0
+    start_with_descriptor_limit(broker, 512)  # loading 1,500 partitions
+    assert open_descriptors(broker) <= idle + 5
+    deleted = partita("topic", "delete", "wide", "-b", broker.bootstrap)
+    assert deleted.returncode == 0, deleted.stderr
+    assert not list(broker.data_dir.glob("wide-*"))
+    assert broker.stop() == 0
+    start_with_descriptor_limit(broker, 512)
+    assert "wide" not in partita("topic", "list", "-b", broker.bootstrap).stdout
+    assert "error" not in broker.logs().lower()
+
+
+def test_start_and_delete_whatever_a_create_left(broker_factory: type[BrokerProcess]) -> None:
+    broker = broker_factory({"max.broker.partitions": "500"})
+    broker.start()
+    create_topic(broker.bootstrap, "left", partitions=300)
+    assert broker.stop() == 0
+    # What a create cut short leaves: the topic recorded, its directories not (all yet).
+    for directory in list(broker.data_dir.glob("left-*"))[:200]:
+        shutil.rmtree(directory)
+    # And a limit lowered below what the broker already holds.
+    broker.settings["max.broker.partitions"] = "100"
+
+    broker.start()
+    refused = partita("topic", "create", "more", "-p", "1", "-b", broker.bootstrap)
+    assert refused.returncode != 0
+    assert "max.broker.partitions=100" in one_line_error(refused)
+    deleted = partita("topic", "delete", "left", "-b", broker.bootstrap)
+    assert deleted.returncode == 0, deleted.stderr
+    assert not list(broker.data_dir.glob("left-*"))
+    created = partita("topic", "create", "more", "-p", "1", "-b", broker.bootstrap)
+    assert created.returncode == 0, created.stderr
+    assert broker.stop() == 0
+    broker.start()
+    listed = partita("topic", "list", "-b", broker.bootstrap).stdout
+    assert "more" in listed and "left" not in listed
