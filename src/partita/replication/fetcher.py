@@ -27,7 +27,7 @@ from kafka.protocol.consumer import (
 )
 
 from partita.client.connection import BrokerConnection, ConnectionLostError
-from partita.errors import KafkaError
+from partita.errors import KafkaError, KafkaStorageError
 from partita.protocol.fetch_response import decode_fetch_response_v11
 from partita.protocol.record_batch import LOG_OVERHEAD, iter_headers
 from partita.replication.truncation import truncation_for
@@ -209,7 +209,13 @@ class FetcherManager:
         # Still not settled after ten rounds: fetch anyway and try again next pass.
 
     async def _fetch_once(self, connection: BrokerConnection, fetcher: _LeaderFetcher) -> None:
-        ready = [f for f in fetcher.partitions.values() if f.truncated]
+        # An offline replica (its disk failed, or filled up) fetches nothing: it falls
+        # out of the ISR while the broker serves everything else.
+        ready = [
+            f
+            for f in fetcher.partitions.values()
+            if f.truncated and f.partition.log.offline_reason is None
+        ]
         if not ready:
             await asyncio.sleep(BACKOFF_SECONDS)
             return
@@ -259,7 +265,15 @@ class FetcherManager:
         if records is not None and len(records):
             whole = _whole_batches(records)
             if whole:
-                partition.append_as_follower(records[:whole])
+                try:
+                    partition.append_as_follower(records[:whole])
+                except KafkaStorageError as exc:
+                    log.error(
+                        "replica offline: cannot append what the leader sent",
+                        extra={"partition": f"{partition.topic}-{partition.index}",
+                               "error": str(exc)},
+                    )  # fmt: skip
+                    return
         partition.follow_high_watermark(answer.high_watermark)
 
     async def _on_error(self, connection: BrokerConnection, followed: _Followed, code: int) -> None:

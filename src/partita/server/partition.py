@@ -35,6 +35,7 @@ from partita.errors import (
     CorruptRecordError,
     FencedLeaderEpochError,
     InvalidRecordError,
+    KafkaStorageError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
@@ -219,7 +220,15 @@ class Partition:
     # -- follower ------------------------------------------------------------------------
 
     def append_as_follower(self, records: bytes | memoryview) -> AppendInfo:
-        info = self.log.append_as_follower(records)
+        try:
+            info = self.log.append_as_follower(records)
+        except KafkaStorageError as exc:
+            # A follower's disk failed (or filled up): this replica stops replicating and
+            # drops out of the ISR by lag; the broker and its other partitions go on, as
+            # Kafka takes a failed log directory offline. A restart brings it back.
+            if self.log.offline_reason is None:
+                self.log.offline_reason = f"a replicated append failed: {exc.message}"
+            raise
         for _pos, h in iter_headers(memoryview(records)):
             if h.producer_id >= 0 and h.base_sequence >= 0:
                 self.producers.record(

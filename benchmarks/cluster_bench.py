@@ -1,0 +1,249 @@
+"""Cluster benchmark: what replication costs, and how long a leader's failure stops writes.
+
+    .venv/bin/python benchmarks/cluster_bench.py [--records N] [--size BYTES]
+        [--rate MSGS] [--seconds S] [--rounds R] [--dir DIR]
+
+All in one run, on this machine (brokers, etcd and the client share its cores):
+
+1. throughput: one confluent-kafka producer sends N records of SIZE bytes to a 6-partition
+   topic as fast as it can, (a) to one partita broker alone, RF 1, acks=1, and (b) to a
+   3-broker partita cluster on etcd, RF 3, min.insync.replicas 2, acks=all (idempotent).
+   Reports msgs/s, the ratio b/a, and the brokers' CPU seconds per million records.
+2. latency: acks=all to the 3-broker cluster at a paced RATE for S seconds; each record's
+   time from produce() to its delivery report; p50 / p99 / max.
+3. failover gap: a producer writes ~1000 msgs/s (acks=all) to partition 0 while its leader
+   is killed with -9 (then restarted) or stopped with SIGTERM; the gap is the time from
+   the signal to the first acknowledgement of a record produced after it. Kafka's KRaft
+   defaults take ~9 s for kill -9 (broker.session.timeout.ms=9000); partita's default
+   session is 3 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from partita.cli.local_cluster import LocalCluster, free_port
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def create(bootstrap: str, topic: str, partitions: int, rf: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, rf)])[topic].result(30)
+
+
+def blast(bootstrap: str, topic: str, records: int, size: int, acks: str) -> tuple[float, int]:
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "enable.idempotence": acks == "all",
+            "linger.ms": 5,
+            "batch.size": 131072,
+            "partitioner": "murmur2_random",
+        }
+    )
+    producer.list_topics(topic, timeout=10)
+    errors = [0]
+
+    def report(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors[0] += 1
+
+    payload = b"x" * size
+    started = time.perf_counter()
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, payload, key=b"%d" % i, on_delivery=report)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if i % 1024 == 0:
+            producer.poll(0)
+    producer.flush(120)
+    return time.perf_counter() - started, errors[0]
+
+
+def paced_latencies(bootstrap: str, topic: str, rate: int, seconds: float) -> list[float]:
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+         "linger.ms": 1}
+    )  # fmt: skip
+    producer.list_topics(topic, timeout=10)
+    latencies: list[float] = []
+
+    def report(err: Any, msg: Any) -> None:
+        if err is None:
+            latencies.append(time.perf_counter() - float(msg.value()))
+
+    total = int(rate * seconds)
+    started = time.perf_counter()
+    for i in range(total):
+        due = started + i / rate
+        now = time.perf_counter()
+        if due > now:
+            time.sleep(due - now)
+        producer.produce(topic, b"%.9f" % time.perf_counter(), on_delivery=report)
+        producer.poll(0)
+    producer.flush(60)
+    return latencies
+
+
+def failover_gap(cluster: LocalCluster, topic: str, how: str) -> float:
+    """Seconds from the signal to the first ack of a record sent after it."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    leader_id = admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+    victim = cluster.broker(leader_id)
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+         "linger.ms": 0, "topic.metadata.refresh.interval.ms": 500, "retry.backoff.ms": 20,
+         "retry.backoff.max.ms": 100}
+    )  # fmt: skip
+    signalled = [0.0]
+    first_after = [0.0]
+    stop = threading.Event()
+
+    def report(err: Any, msg: Any) -> None:
+        sent = float(msg.value())
+        if err is None and signalled[0] and sent > signalled[0] and not first_after[0]:
+            first_after[0] = time.perf_counter()
+
+    def run() -> None:
+        while not stop.is_set():
+            producer.produce(topic, b"%.9f" % time.perf_counter(), partition=0, on_delivery=report)
+            producer.poll(0.001)
+        producer.flush(60)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    time.sleep(2)
+    signalled[0] = time.perf_counter()
+    if how == "kill":
+        victim.kill()
+    else:
+        victim.signal(signal.SIGTERM)
+    deadline = time.perf_counter() + 60
+    while not first_after[0] and time.perf_counter() < deadline:
+        time.sleep(0.01)
+    stop.set()
+    thread.join(90)
+    if how != "kill" and victim.proc is not None:
+        victim.proc.wait(30)
+    victim.start()
+    return first_after[0] - signalled[0] if first_after[0] else float("inf")
+
+
+def single_broker(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    ready = workdir / "single.ready"
+    log = open(workdir / "single.log", "ab")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "partita.cli.main", "broker", "--data-dir",
+         str(workdir / "single"), "--listen", f"127.0.0.1:{port}", "--ready-file", str(ready)],
+        stdout=log, stderr=log,
+    )  # fmt: skip
+    while not ready.exists() or not ready.read_text().strip():
+        if proc.poll() is not None:
+            raise SystemExit("the single broker did not start")
+        time.sleep(0.05)
+    return proc, f"127.0.0.1:{port}"
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--rate", type=int, default=10_000)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--dir", type=Path, default=None)
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="cluster-bench-", dir=args.dir))
+    print(f"work dir {workdir}; {os.cpu_count()} cores; load {os.getloadavg()[0]:.2f}")
+
+    single, single_bootstrap = single_broker(workdir)
+    cluster = LocalCluster(workdir / "cluster", 3, settings={"min.insync.replicas": "2"})
+    cluster.start()
+    try:
+        rows = []
+        for r in range(args.rounds):
+            topic = f"t{r}"
+            create(single_bootstrap, topic, 6, 1)
+            create(cluster.bootstrap, topic, 6, 3)
+            for name, bootstrap, acks, pids in (
+                ("1 broker, RF1, acks=1", single_bootstrap, "1", [single.pid]),
+                ("3 brokers, RF3, acks=all", cluster.bootstrap, "all",
+                 [b.proc.pid for b in cluster.brokers if b.proc]),
+            ):  # fmt: skip
+                before = sum(cpu_seconds(p) for p in pids)
+                seconds, errors = blast(bootstrap, topic, args.records, args.size, acks)
+                cpu = sum(cpu_seconds(p) for p in pids) - before
+                rows.append((r, name, args.records / seconds, cpu / args.records * 1e6, errors))
+                per_m = cpu / args.records * 1e6
+                print(
+                    f"round {r} {name:26s} {args.records / seconds:10,.0f} msgs/s  "
+                    f"broker CPU {per_m:6.2f} s per M records  errors {errors}"
+                )
+        one = statistics.median(x[2] for x in rows if x[1].startswith("1"))
+        three = statistics.median(x[2] for x in rows if x[1].startswith("3"))
+        cpu1 = statistics.median(x[3] for x in rows if x[1].startswith("1"))
+        cpu3 = statistics.median(x[3] for x in rows if x[1].startswith("3"))
+        print(f"\nthroughput ({args.size} B records, medians of {args.rounds}):")
+        print(f"  1 broker RF1 acks=1      {one:10,.0f} msgs/s   broker CPU {cpu1:.2f} s/M")
+        print(f"  3 brokers RF3 acks=all   {three:10,.0f} msgs/s   broker CPU {cpu3:.2f} s/M "
+              f"(all three)")  # fmt: skip
+        print(f"  ratio RF3/RF1            {three / one:10.2f}")
+
+        create(cluster.bootstrap, "lat", 6, 3)
+        latencies = paced_latencies(cluster.bootstrap, "lat", args.rate, args.seconds)
+        print(f"\nacks=all RF3 at {args.rate:,} msgs/s for {args.seconds:.0f} s: "
+              f"{len(latencies):,} acked, p50 {pct(latencies, 0.5) * 1000:.1f} ms, "
+              f"p99 {pct(latencies, 0.99) * 1000:.1f} ms, max {max(latencies) * 1000:.1f} ms "
+              f"(target p99 <= 20 ms)")  # fmt: skip
+
+        create(cluster.bootstrap, "gap", 1, 3)
+        for how, target in (("kill", 5.0), ("term", 1.0)):
+            gaps = []
+            for _ in range(args.rounds):
+                gaps.append(failover_gap(cluster, "gap", how))
+                time.sleep(5)  # the broker back in the ISR before the next round
+            label = "kill -9" if how == "kill" else "SIGTERM"
+            listed = ", ".join(f"{g:.2f}" for g in gaps)
+            median_gap = statistics.median(gaps)
+            print(
+                f"failover gap after {label:8s}: {listed} s "
+                f"(median {median_gap:.2f}; target <= {target:.0f} s)"
+            )
+    finally:
+        cluster.stop()
+        single.send_signal(signal.SIGTERM)
+        single.wait(30)
+
+
+if __name__ == "__main__":
+    main()
