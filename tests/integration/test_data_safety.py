@@ -27,6 +27,13 @@ def partita(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
     )
 
 
+def restart(broker: BrokerProcess) -> None:
+    """Start a stopped broker again on any free port: its old one may have been taken
+    meanwhile by another process on this machine."""
+    broker.port = 0
+    broker.start(timeout=120)
+
+
 def start_second_broker(data_dir: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """``partita broker`` on a directory another broker uses; it must stop by itself."""
     args = [*PARTITA, "broker", "--data-dir", str(data_dir), "--listen", "127.0.0.1:0"]
@@ -71,7 +78,7 @@ def test_second_broker_on_a_data_dir_refuses_to_start(
     produce(first.bootstrap, "kept", [{"value": v} for v in more])
     assert first.stop() == 0
     assert "failed" not in first.logs()
-    first.start()
+    restart(first)
     got = consume_all(first.bootstrap, "kept", [0], expected=400)
     assert [m.value() for m in got] == values + more
 
@@ -130,7 +137,8 @@ def test_clients_cannot_produce_to_internal_topics(broker: BrokerProcess) -> Non
 
     # The coordinator's own writes go on, and nothing foreign is found at the restart.
     commit_offset(broker.bootstrap, "billing", "orders", 9)
-    broker.restart()
+    assert broker.stop() == 0
+    restart(broker)
     assert committed_offset(broker.bootstrap, "billing", "orders") == 9
     assert "unreadable __consumer_offsets" not in broker.logs()
 
@@ -234,7 +242,7 @@ def descriptor_limit(soft: int) -> Iterator[None]:
 
 def start_with_descriptor_limit(broker: BrokerProcess, soft: int) -> None:
     with descriptor_limit(soft):
-        broker.start(timeout=120)
+        restart(broker)
 
 
 def open_descriptors(broker: BrokerProcess) -> int:
@@ -316,7 +324,7 @@ def test_start_and_delete_whatever_a_create_left(broker_factory: type[BrokerProc
     # And a limit lowered below what the broker already holds.
     broker.settings["max.broker.partitions"] = "100"
 
-    broker.start()
+    restart(broker)
     refused = partita("topic", "create", "more", "-p", "1", "-b", broker.bootstrap)
     assert refused.returncode != 0
     assert "max.broker.partitions=100" in one_line_error(refused)
@@ -326,6 +334,6 @@ def test_start_and_delete_whatever_a_create_left(broker_factory: type[BrokerProc
     created = partita("topic", "create", "more", "-p", "1", "-b", broker.bootstrap)
     assert created.returncode == 0, created.stderr
     assert broker.stop() == 0
-    broker.start()
+    restart(broker)
     listed = partita("topic", "list", "-b", broker.bootstrap).stdout
     assert "more" in listed and "left" not in listed

@@ -24,6 +24,7 @@ import resource
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -75,8 +76,10 @@ class SegmentFile:
         if owner is not None:
             owner.file_evicted(self)
 
-    def __del__(self) -> None:
-        os.close(self.fd)
+    def __del__(self, _close: Callable[[int], None] = os.close) -> None:
+        # os.close bound at definition: at interpreter exit the module's globals may be
+        # gone before the last files are freed.
+        _close(self.fd)
 
 
 class OpenSegmentFiles:
