@@ -8,8 +8,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka.protocol.metadata import MetadataRequest
-
 from partita.client.bootstrap import parse_bootstrap
 from partita.client.connection import BrokerConnection, ConnectionLostError
 from partita.client.error_names import describe_error_code
@@ -20,6 +18,7 @@ from partita.errors import (
     LeaderNotAvailableError,
     UnknownTopicOrPartitionError,
 )
+from partita.protocol.consumer_requests import MetadataRequestV12
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_TOPIC_EXCEPTION = 17
@@ -56,16 +55,9 @@ class TopicInfo:
         return len(self.leaders)
 
 
-def metadata_request(topics: list[str] | None, auto_create: bool = False) -> Any:
-    """Metadata v12 for ``topics`` (None: every topic)."""
-    return MetadataRequest(
-        version=12,
-        topics=None
-        if topics is None
-        else [MetadataRequest.MetadataRequestTopic(topic_id=None, name=t) for t in topics],
-        allow_auto_topic_creation=auto_create,
-        include_topic_authorized_operations=False,
-    )
+def metadata_request(topics: list[str] | None, auto_create: bool = False) -> MetadataRequestV12:
+    """Metadata v12 for ``topics`` (None: every topic), framed by hand."""
+    return MetadataRequestV12(topics, allow_auto_topic_creation=auto_create)
 
 
 class Cluster:

@@ -1,9 +1,11 @@
 """partita's asyncio consumer, assign mode: positions, fetch, seek, offsets by time.
 
-Fetch responses are decoded column-wise (``record_columns``: a compiled scan finds every
-record's fields, Arrow cuts keys, values and headers out) and records are built from the
-columns; records below the requested position (a batch may start earlier) are skipped,
-and a partial batch at the end of a response is left for the next fetch.
+Fetched batches become records in ``fetched_records`` (aiokafka's compiled batch
+reader); records below the requested position (a batch may start earlier) are skipped,
+and a partial batch at the end of a response is left for the next fetch. What the
+consumer needs before its first record (Metadata, ListOffsets, Fetch) is framed and
+read by hand (``protocol.consumer_requests``); kafka-python's classes are loaded only
+for consumer groups.
 """
 
 from __future__ import annotations
@@ -14,43 +16,31 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import pairwise, repeat
-from typing import Any, NamedTuple
-
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from typing import TYPE_CHECKING, Any
 
 from partita.client.cluster import Cluster
 from partita.client.error_names import describe_error_code
-from partita.client.group_member import GroupMember, RebalanceListener
+from partita.client.fetched_records import ConsumerRecord, read_batches
 from partita.errors import (
     KafkaError,
     LeaderNotAvailableError,
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
+from partita.protocol.consumer_requests import FetchRequestV11, ListOffsetsRequestV7
 from partita.protocol.fetch_response import decode_fetch_response_v11
-from partita.protocol.record_columns import Columns, decode_columns, end_of_whole_batches
+from partita.protocol.fetched_batches import end_of_whole_batches
+
+if TYPE_CHECKING:
+    # Loaded with the first group (kafka-python's request classes): a consumer that only
+    # assigns partitions never loads them.
+    from partita.client.group_member import GroupMember, RebalanceListener
+
+__all__ = ["AsyncConsumer", "ConsumerRecord", "fetch_request"]
 
 TopicPartition = tuple[str, int]
 EARLIEST, LATEST = -2, -1
 OFFSET_OUT_OF_RANGE = 1
-
-
-_NO_END = 2**63 - 1
-
-
-class ConsumerRecord(NamedTuple):
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    timestamp_type: int
-    key: bytes | None
-    value: bytes | None
-    headers: Sequence[tuple[str, bytes | None]]
-
-
-_NO_HEADERS: tuple[tuple[str, bytes | None], ...] = ()  # shared: immutable
 
 
 @dataclass(slots=True)
@@ -73,15 +63,6 @@ class _Chunk:
     next: int = 0
 
 
-def _header_lists(columns: Columns) -> list[list[tuple[str, bytes | None]]]:
-    """Each record's headers as (key, value) pairs, from the decoded headers column."""
-    assert columns.headers is not None
-    entries = columns.headers.flatten()
-    keys, values = entries.field("key").to_pylist(), entries.field("value").to_pylist()
-    pairs = list(zip(keys, values, strict=True))
-    return [pairs[begin:end] for begin, end in pairwise(columns.headers.offsets.to_pylist())]
-
-
 def fetch_request(
     positions: dict[TopicPartition, int],
     *,
@@ -91,32 +72,19 @@ def fetch_request(
     partition_max_bytes: int,
     isolation: int = 0,
     rack: str = "",
-) -> Any:
+) -> FetchRequestV11:
     """A session-less Fetch (v11) for ``positions``, as a consumer (replica id -1) sends it;
     ``rack`` is the consumer's ``client.rack`` (KIP-392)."""
-    topics: dict[str, list[Any]] = {}
+    topics: dict[str, list[tuple[int, int]]] = {}
     for (topic, partition), position in positions.items():
-        topics.setdefault(topic, []).append(
-            FetchRequest.FetchTopic.FetchPartition(
-                partition=partition,
-                current_leader_epoch=-1,
-                fetch_offset=position,
-                last_fetched_epoch=-1,
-                log_start_offset=-1,
-                partition_max_bytes=partition_max_bytes,
-            )
-        )
-    return FetchRequest(
-        version=11,
-        replica_id=-1,
+        topics.setdefault(topic, []).append((partition, position))
+    return FetchRequestV11(
+        list(topics.items()),
         max_wait_ms=wait_ms,
         min_bytes=min_bytes,
         max_bytes=max_bytes,
+        partition_max_bytes=partition_max_bytes,
         isolation_level=isolation,
-        session_id=0,
-        session_epoch=-1,
-        topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
-        forgotten_topics_data=[],
         rack_id=rack,
     )
 
@@ -164,6 +132,8 @@ class AsyncConsumer:
         self._commits: set[asyncio.Task[None]] = set()
         self.group: GroupMember | None = None
         if group_id is not None:
+            from partita.client.group_member import GroupMember  # noqa: PLC0415
+
             strategies = list(partition_assignment_strategy)
             self.group = GroupMember(
                 self.cluster,
@@ -364,23 +334,7 @@ class AsyncConsumer:
         result: dict[TopicPartition, tuple[int, int]] = {}
         for leader, topics in by_leader.items():
             connection = await self.cluster.connection(leader)
-            request = ListOffsetsRequest(
-                version=7,
-                replica_id=-1,
-                isolation_level=self.isolation,
-                topics=[
-                    ListOffsetsRequest.ListOffsetsTopic(
-                        name=t,
-                        partitions=[
-                            ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
-                                partition_index=p, current_leader_epoch=-1, timestamp=ts
-                            )
-                            for p, ts in parts
-                        ],
-                    )
-                    for t, parts in topics.items()
-                ],
-            )
+            request = ListOffsetsRequestV7(list(topics.items()), isolation_level=self.isolation)
             response = await connection.request(request)
             for topic in response.topics:
                 for p in topic.partitions:
@@ -563,25 +517,7 @@ class AsyncConsumer:
     def _decode(
         self, tp: TopicPartition, state: _PartitionState, data: bytes | memoryview, position: int
     ) -> list[ConsumerRecord]:
-        columns, _next_offset = decode_columns(
-            data, position, _NO_END, self.check_crcs, with_headers=True
-        )
-        if columns is None:
-            return []
-        # Records straight from the decoded columns, built by C iterators (tuple.__new__
-        # over zip) with no Python frame per record.
-        topic, partition = tp
-        fields = zip(
-            repeat(topic),
-            repeat(partition),
-            columns.offsets.tolist(),
-            columns.timestamps_ms.tolist(),
-            columns.timestamp_types.tolist(),
-            columns.keys.to_pylist(),
-            columns.values.to_pylist(),
-            _header_lists(columns) if columns.header_counts.any() else repeat(_NO_HEADERS),
-        )
-        return list(map(tuple.__new__, repeat(ConsumerRecord), fields))
+        return read_batches(tp, data, position, self.check_crcs)
 
     def highwater(self, tp: TopicPartition) -> int:
         return self._partitions[tp].high_watermark

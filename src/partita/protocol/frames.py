@@ -14,8 +14,16 @@ answers requests pipelined before a bad one), and the connection must be closed.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from typing import Any
 
-import numpy as np
+
+def uninitialized(size: int) -> Any:
+    """A buffer of ``size`` bytes that is not zeroed first: a bytearray would zero
+    megabytes only to overwrite them. numpy is loaded on the first big frame."""
+    import numpy as np  # noqa: PLC0415
+
+    return np.empty(size, dtype=np.uint8)
 
 
 class FrameTooLargeError(Exception):
@@ -39,20 +47,23 @@ class FrameReceiver:
     overwrite; a frame of ``_OWN_BUFFER_FROM`` bytes or more is received into a buffer of
     its own and handed out as it is."""
 
-    def __init__(self, max_frame_bytes: int = 2**31 - 1) -> None:
+    def __init__(
+        self, max_frame_bytes: int = 2**31 - 1, allocate: Callable[[int], Any] = uninitialized
+    ) -> None:
         self.max_frame_bytes = max_frame_bytes
+        self.allocate = allocate  # the buffer of a big frame
         # Set at a size prefix that is negative or above the limit; nothing after it is
         # read, and the frames before it have been handed out.
         self.error: FrameTooLargeError | None = None
         self._buffer = bytearray(_READ_BUFFER)
         self._start = 0  # the unconsumed bytes of _buffer are [_start, _end)
         self._end = 0
-        self._frame: np.ndarray | None = None  # a big frame being received in place
+        self._frame: Any = None  # a big frame being received in place
         self._filled = 0
 
     def buffer(self) -> memoryview:
         if self._frame is not None:
-            return self._frame.data[self._filled :]
+            return memoryview(self._frame)[self._filled :]
         if self._end == len(self._buffer):  # full: move what is left to the front
             left = self._end - self._start
             self._buffer[:left] = self._buffer[self._start : self._end]
@@ -67,7 +78,7 @@ class FrameReceiver:
             if self._filled < len(self._frame):
                 return []
             frame, self._frame = self._frame, None
-            return [frame.data]
+            return [memoryview(frame)]
         self._end += nbytes
         frames: list[memoryview] = []
         view = memoryview(self._buffer)
@@ -83,8 +94,7 @@ class FrameReceiver:
                 # Writable, like the big frames: the log assigns offsets in place.
                 frames.append(memoryview(bytearray(view[begin : begin + size])))
             elif size >= _OWN_BUFFER_FROM:
-                # Not a bytearray: that would zero megabytes only to overwrite them.
-                self._frame = np.empty(size, dtype=np.uint8)
+                self._frame = self.allocate(size)
                 self._frame[:have] = view[begin : self._end]
                 self._filled = have
                 self._start = self._end = 0

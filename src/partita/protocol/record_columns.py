@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from partita.protocol.compression import Compression, decompress
+from partita.protocol.fetched_batches import end_of_whole_batches, whole_batches
 from partita.protocol.record_batch import (
     COMPRESSION_MASK,
     CONTROL_BIT,
@@ -25,11 +26,14 @@ from partita.protocol.record_batch import (
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_BIT,
     check_crc,
-    read_header,
 )
 
 if TYPE_CHECKING:
     from partita.protocol.record_scan import RecordFields
+
+# end_of_whole_batches lives in fetched_batches (no numpy or Arrow to import); callers
+# that decode columns find it here too.
+__all__ = ["HEADER_TYPE", "Columns", "decode_columns", "end_of_whole_batches"]
 
 
 @dataclass(slots=True)
@@ -94,12 +98,8 @@ def decode_columns(
     kinds: list[int] = []
     next_offset = start
     view = memoryview(data)
-    pos = 0
-    while len(view) - pos >= HEADER_SIZE:
-        header = read_header(view, pos)
+    for pos, header in whole_batches(view):
         size = LOG_OVERHEAD + header.batch_length
-        if header.batch_length <= 0 or pos + size > len(view):
-            break  # a partial batch at the end of a fetch: the next fetch gets it whole
         if check_crcs:
             check_crc(view, pos, header)
         batch_end = header.base_offset + header.last_offset_delta + 1
@@ -116,7 +116,6 @@ def decode_columns(
             base_times.append(header.max_timestamp if log_append else header.base_timestamp)
             kinds.append(1 if log_append else 0)
         next_offset = max(next_offset, batch_end)
-        pos += size
     if not bodies:
         return None, next_offset
 
@@ -188,19 +187,3 @@ def _headers_column(buf: np.ndarray, buffer: pa.Buffer, records: RecordFields) -
     np.cumsum(counts, out=bounds[1:])
     offsets = pa.Array.from_buffers(pa.int32(), len(bounds), [None, pa.py_buffer(bounds)])
     return pa.ListArray.from_arrays(offsets, entries, type=HEADER_TYPE)
-
-
-def end_of_whole_batches(data: bytes | memoryview, position: int) -> int:
-    """The offset after the last complete batch of fetched bytes, from the batch headers
-    alone: where the next fetch starts, known before anything is decoded."""
-    view = memoryview(data)
-    end = position
-    pos = 0
-    while len(view) - pos >= HEADER_SIZE:
-        header = read_header(view, pos)
-        size = LOG_OVERHEAD + header.batch_length
-        if header.batch_length <= 0 or pos + size > len(view):
-            break
-        end = max(end, header.base_offset + header.last_offset_delta + 1)
-        pos += size
-    return end
