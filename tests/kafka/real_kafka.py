@@ -25,6 +25,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -196,6 +197,7 @@ class KafkaNode:
     controller_port: int
     directory: Path
     proc: subprocess.Popen[bytes] | None = None
+    log_mark: int = 0  # where this run's lines start in server.log (a restart appends)
 
     @property
     def address(self) -> str:
@@ -212,6 +214,14 @@ class KafkaNode:
     def logs(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    def started(self) -> bool:
+        """This run logged that it started: it joined the quorum and serves."""
+        if not self.log_path.exists():
+            return False
+        with open(self.log_path, "rb") as log:
+            log.seek(self.log_mark)
+            return b"Kafka Server started" in log.read()
+
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
@@ -225,8 +235,10 @@ class KafkaCluster:
         nodes: int = 1,
         settings: Mapping[str, str] | None = None,
         heap: str = BROKER_HEAP,
+        first_node_id: int = 1,
     ) -> None:
         self.workdir = workdir
+        self.first_node_id = first_node_id
         self.size = nodes
         self.settings = dict(settings or {})
         self.heap = heap
@@ -267,7 +279,12 @@ class KafkaCluster:
         ports = free_ports(2 * self.size)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.nodes = [
-            KafkaNode(i + 1, ports[2 * i], ports[2 * i + 1], self.workdir / f"kafka-{i + 1}")
+            KafkaNode(
+                self.first_node_id + i,
+                ports[2 * i],
+                ports[2 * i + 1],
+                self.workdir / f"kafka-{self.first_node_id + i}",
+            )
             for i in range(self.size)
         ]
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
@@ -278,26 +295,32 @@ class KafkaCluster:
             node.directory.mkdir(parents=True)
             props = self._properties(node, voters)
             node.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-            fmt = subprocess.run(
-                java_command(
-                    "kafka.tools.StorageTool",
-                    ["format", "-t", self.cluster_id, "-c", str(node.config_path)],
-                    TOOL_HEAP,
-                    HERE / "log4j2-tools.properties",
-                    TOOL_JVM_FLAGS,
-                ),
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=False,
-            )
-            if fmt.returncode != 0:
-                raise RuntimeError(f"formatting {node.directory} failed:\n{fmt.stdout}{fmt.stderr}")
+        with ThreadPoolExecutor(self.size) as pool:  # one JVM each, at once
+            list(pool.map(self._format, self.nodes))
         for node in self.nodes:
             self._launch(node, log_config)
         self.wait_ready(timeout)
 
+    def _format(self, node: KafkaNode) -> None:
+        """Kafka's storage tool writes meta.properties and the bootstrap metadata."""
+        fmt = subprocess.run(
+            java_command(
+                "kafka.tools.StorageTool",
+                ["format", "-t", self.cluster_id, "-c", str(node.config_path)],
+                TOOL_HEAP,
+                HERE / "log4j2-tools.properties",
+                TOOL_JVM_FLAGS,
+            ),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if fmt.returncode != 0:
+            raise RuntimeError(f"formatting {node.directory} failed:\n{fmt.stdout}{fmt.stderr}")
+
     def _launch(self, node: KafkaNode, log_config: Path) -> None:
+        node.log_mark = node.log_path.stat().st_size if node.log_path.exists() else 0
         with open(node.log_path, "ab") as log:
             node.proc = subprocess.Popen(
                 java_command(
@@ -322,7 +345,7 @@ class KafkaCluster:
                     raise RuntimeError(
                         f"Kafka node {node.node_id} exited with {code}:\n{node.logs()[-6000:]}"
                     )
-                if "Kafka Server started" in node.logs() and _accepts(node.port):
+                if node.started() and _accepts(node.port):
                     break
                 if time.monotonic() > deadline:
                     raise RuntimeError(
@@ -378,14 +401,19 @@ def _accepts(port: int) -> bool:
 
 @contextlib.contextmanager
 def real_kafka(
-    workdir: Path, nodes: int = 1, settings: Mapping[str, str] | None = None
+    workdir: Path,
+    nodes: int = 1,
+    settings: Mapping[str, str] | None = None,
+    first_node_id: int = 1,
 ) -> Iterator[KafkaCluster]:
     """A running Kafka (``nodes`` KRaft voters, each also a broker), stopped on exit.
+
+    Node ids run from ``first_node_id`` (0 matches a lone partita broker's id).
 
     Ports are picked free just before start; should another process take one in between,
     the start is tried once more on new ports.
     """
-    cluster = KafkaCluster(workdir, nodes, settings)
+    cluster = KafkaCluster(workdir, nodes, settings, first_node_id=first_node_id)
     try:
         try:
             cluster.start()
@@ -393,7 +421,7 @@ def real_kafka(
             if "Address already in use" not in str(error):
                 raise
             cluster.stop()
-            cluster = KafkaCluster(workdir, nodes, settings)
+            cluster = KafkaCluster(workdir, nodes, settings, first_node_id=first_node_id)
             cluster.start()
         yield cluster
     finally:
