@@ -226,23 +226,21 @@ def test_consumer_groups_describe_unknown_group(both: Both) -> None:
     same_error(both.tool("consumer-groups", "--describe", "--group", "no-such-group"))
 
 
-@pytest.mark.parametrize(
-    "how",
-    [
-        ["--to-earliest"],
-        ["--to-latest"],
-        ["--to-offset", "2"],
-        ["--shift-by", "-3"],
-        ["--to-datetime", "2000-01-01T00:00:00.000"],
-    ],
-    ids=lambda how: how[0].removeprefix("--"),
-)
-def test_consumer_groups_reset_offsets(
-    both: Both, consumed: dict[str, ToolResult], how: list[str]
-) -> None:
-    reset = ["--reset-offsets", "--group", "tools-group", "--topic", "tools-console", *how]
-    same_output(both.tool("consumer-groups", *reset, "--dry-run"))
-    same_output(both.tool("consumer-groups", *reset, "--execute"))
+RESETS = [
+    ["--to-earliest"],
+    ["--to-latest"],
+    ["--to-offset", "2"],
+    ["--shift-by", "-3"],
+    ["--to-datetime", "2000-01-01T00:00:00.000"],
+    ["--by-duration", "PT1H"],
+]
+
+
+def test_consumer_groups_reset_offsets(both: Both, consumed: dict[str, ToolResult]) -> None:
+    reset = ["--reset-offsets", "--group", "tools-group", "--topic", "tools-console"]
+    same_output(both.tool("consumer-groups", *reset, "--to-offset", "1", "--dry-run"))
+    for how in RESETS:  # each prints the offsets it committed
+        same_output(both.tool("consumer-groups", *reset, *how, "--execute"))
     same_output(both.tool("consumer-groups", "--describe", "--group", "tools-group"))
 
 
