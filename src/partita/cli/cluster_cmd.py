@@ -172,3 +172,42 @@ def _print_layout(cluster: ClusterDescription, described: list[TopicDescription]
     offline = [f"{t.name}/P{p.partition}" for t in described for p in t.partitions if p.leader < 0]
     if offline:
         console.print(f"[red]no leader:[/red] {' '.join(offline)}")
+
+
+@app.command()
+def drain(
+    broker: int = typer.Option(..., "--broker", help="The id of the broker to empty."),
+    throttle: int = typer.Option(0, "--throttle", help="Replication bytes/s while moving."),
+    bootstrap: str = bootstrap_option(),
+) -> None:
+    """Move every replica and leadership off BROKER so that it can be removed: plan the
+    moves over the other brokers (as few as possible, rack-aware), run them with a
+    progress bar, then hand leaderships back to preferred leaders."""
+    from partita.cli.reassign_cmd import follow  # noqa: PLC0415
+    from partita.client.admin import AsyncAdmin  # noqa: PLC0415
+    from partita.cluster.rebalance_plan import plan  # noqa: PLC0415
+
+    async def go() -> int:
+        async with AsyncAdmin(bootstrap) as admin:
+            cluster = await admin.describe_cluster()
+            others = [b.node_id for b in cluster.brokers if b.node_id != broker]
+            if not others:
+                raise ValueError("no other broker to move the replicas to")
+            racks = {b.node_id: b.rack for b in cluster.brokers}
+            described = await admin.describe_topics(None)
+            current = {(t.name, p.partition): p.replicas for t in described for p in t.partitions}
+            holding = {tp: r for tp, r in current.items() if broker in r}
+            if not holding:
+                return 0
+            planned = plan(holding, others, racks)
+            if throttle:
+                await admin.set_replication_throttle(throttle)
+            await admin.alter_partition_reassignments(dict(planned))
+            await follow(admin, planned)
+            if throttle:
+                await admin.set_replication_throttle(0)
+            await admin.elect_leaders(True, list(planned))
+            return len(planned)
+
+    moved = run_client(bootstrap, go())
+    stdout_console().print(f"broker {broker} holds no replicas now ({moved} partitions moved)")

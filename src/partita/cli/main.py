@@ -57,6 +57,16 @@ COMMANDS = {
         "app",
         "A cluster of brokers: start one locally, or see who leads what.",
     ),
+    "leaders": LazyCommand(
+        "partita.cli.leaders_cmd",
+        "app",
+        "Partition leadership: move it back to preferred leaders, or elect uncleanly.",
+    ),
+    "reassign": LazyCommand(
+        "partita.cli.reassign_cmd",
+        "app",
+        "Move partition replicas between brokers: plan, execute, verify, cancel.",
+    ),
     "log": LazyCommand(
         "partita.cli.log_tools",
         "app",

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafka.protocol.admin import (
+    AlterPartitionReassignmentsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeConfigsRequest,
     DescribeLogDirsRequest,
+    ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
+    ListPartitionReassignmentsRequest,
 )
 
 from partita.client import group_admin
@@ -28,6 +32,9 @@ from partita.errors import KafkaError
 
 TOPIC_RESOURCE = 2
 OP_SET, OP_DELETE = 0, 1
+
+
+NOT_CONTROLLER = 41
 
 
 class AdminError(KafkaError):
@@ -282,3 +289,115 @@ class AsyncAdmin:
                 for p in topic.partitions:
                     sizes[(topic.name, p.partition_index)] = p.partition_size
         return sizes
+
+    # -- the controller's requests ---------------------------------------------------
+
+    async def _to_controller(self, message: Any) -> Any:
+        """Send to the active controller; on NOT_CONTROLLER (it moved) look again."""
+        for _attempt in range(10):
+            controller = (await self.describe_cluster()).controller
+            if controller < 0:
+                await asyncio.sleep(0.2)
+                continue
+            connection = await self.cluster.connection(controller)
+            response = await connection.request(message)
+            if getattr(response, "error_code", 0) != NOT_CONTROLLER:
+                return response
+            await asyncio.sleep(0.2)
+        raise AdminError(NOT_CONTROLLER, "no broker would act as the controller")
+
+    async def elect_leaders(
+        self, preferred: bool = True, partitions: list[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """ElectLeaders: (error code, message) per partition; 0 when leadership moved."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in partitions or []:
+            by_topic.setdefault(topic, []).append(index)
+        response = await self._to_controller(
+            ElectLeadersRequest(
+                version=1,
+                election_type=0 if preferred else 1,
+                topic_partitions=None
+                if partitions is None
+                else [
+                    ElectLeadersRequest.TopicPartitions(topic=t, partitions=ps)
+                    for t, ps in by_topic.items()
+                ],
+                timeout_ms=30_000,
+            )
+        )
+        _check(response.error_code, None, "cannot elect leaders")
+        return {
+            (r.topic, p.partition_id): (p.error_code, p.error_message)
+            for r in response.replica_election_results
+            for p in r.partition_result
+        }
+
+    async def alter_partition_reassignments(
+        self, targets: dict[tuple[str, int], list[int] | None]
+    ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """Start moves (a replica list) or cancel them (None)."""
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, index), replicas in targets.items():
+            by_topic.setdefault(topic, []).append(
+                AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition(
+                    partition_index=index, replicas=replicas
+                )
+            )
+        response = await self._to_controller(
+            AlterPartitionReassignmentsRequest(
+                version=0,
+                timeout_ms=30_000,
+                topics=[
+                    AlterPartitionReassignmentsRequest.ReassignableTopic(name=t, partitions=ps)
+                    for t, ps in by_topic.items()
+                ],
+            )
+        )
+        _check(response.error_code, response.error_message, "cannot reassign partitions")
+        return {
+            (t.name, p.partition_index): (p.error_code, p.error_message)
+            for t in response.responses
+            for p in t.partitions
+        }
+
+    async def list_partition_reassignments(
+        self,
+    ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        """Moves in progress: (replicas, adding, removing) per partition."""
+        response = await self._to_controller(
+            ListPartitionReassignmentsRequest(version=0, timeout_ms=30_000, topics=None)
+        )
+        _check(response.error_code, response.error_message, "cannot list reassignments")
+        return {
+            (t.name, p.partition_index): (
+                list(p.replicas),
+                list(p.adding_replicas),
+                list(p.removing_replicas),
+            )
+            for t in response.topics
+            for p in t.partitions
+        }
+
+    async def set_replication_throttle(self, bytes_per_second: int) -> None:
+        """The cluster-wide replication throttle for moving replicas (0: none)."""
+        op, value = (0, str(bytes_per_second)) if bytes_per_second > 0 else (1, None)
+        entries = [
+            IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig(
+                name=name, config_operation=op, value=value
+            )
+            for name in ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+        ]
+        response = await self._request(
+            IncrementalAlterConfigsRequest(
+                version=1,
+                resources=[
+                    IncrementalAlterConfigsRequest.AlterConfigsResource(
+                        resource_type=4, resource_name="", configs=entries
+                    )
+                ],
+                validate_only=False,
+            )
+        )
+        result = response.responses[0]
+        _check(result.error_code, result.error_message, "cannot set the replication throttle")

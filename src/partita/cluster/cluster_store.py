@@ -42,6 +42,7 @@ from partita.cluster.layout import (
     TopicRecord,
     decode_producer_ids,
     encode_broker,
+    encode_broker_configs,
     encode_partition,
     encode_producer_ids,
     encode_topic,
@@ -329,6 +330,16 @@ class ClusterMetadataStore:
         )
         if not ok:
             raise BrokerNotAvailableError(f"topic {record.name!r} changed meanwhile; try again")
+        await self.caught_up(revision)
+
+    @property
+    def dynamic_broker_configs(self) -> dict[str, str]:
+        return self.image.broker_configs
+
+    async def set_dynamic_broker_configs(self, configs: dict[str, str]) -> None:
+        _ok, revision = await self.kv.txn(
+            [], [Put(self.layout.broker_configs, encode_broker_configs(configs))]
+        )
         await self.caught_up(revision)
 
     async def allocate_producer_id(self) -> int:

@@ -18,14 +18,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from partita.cluster import preferred, reassignment
 from partita.cluster.cluster_store import ClusterMetadataStore
 from partita.cluster.elections import next_state
 from partita.cluster.kv import Compare, Put, StoreUnavailableError
 from partita.cluster.layout import encode_controller
 from partita.cluster.model import PartitionState
+from partita.errors import KafkaError, UnknownTopicOrPartitionError
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +41,30 @@ TICK_SECONDS = 1.0
 UncleanLookup = Callable[[str], bool]
 
 
+@dataclass(frozen=True, slots=True)
+class ControllerSettings:
+    """Kafka's names: auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds,
+    leader.imbalance.per.broker.percentage."""
+
+    auto_rebalance: bool = True
+    check_interval_s: float = 300.0
+    imbalance_pct: int = 10
+
+
+Change = tuple[uuid.UUID, int, int, PartitionState]
+
+
 class Controller:
-    def __init__(self, store: ClusterMetadataStore, unclean_for: UncleanLookup) -> None:
+    def __init__(
+        self,
+        store: ClusterMetadataStore,
+        unclean_for: UncleanLookup,
+        settings: ControllerSettings | None = None,
+    ) -> None:
         self.store = store
         self.unclean_for = unclean_for
+        self.settings = settings or ControllerSettings()
+        self._next_rebalance = time.monotonic() + self.settings.check_interval_s
         self.epoch = 0  # our controller key's create revision while we hold it
 
     @property
@@ -93,7 +117,7 @@ class Controller:
                 extra={"node_id": store.node_id, "controller_epoch": revision},
             )
 
-    def plan(self) -> list[tuple[uuid.UUID, int, int, PartitionState]]:
+    def plan(self) -> list[Change]:
         """Every partition whose state must change, from the image as it is now."""
         image = self.store.image
         registered = set(image.brokers)
@@ -103,6 +127,7 @@ class Controller:
             unclean = self.unclean_for(name)
             for index, state in topic.partitions.items():
                 new = next_state(state, registered, electable, unclean=unclean)
+                new = reassignment.advance(new, electable)
                 if new is not state:
                     revision = image.partition_revisions[(topic.topic_id, index)]
                     changes.append((topic.topic_id, index, revision, new))
@@ -110,13 +135,22 @@ class Controller:
 
     async def _reconcile(self) -> None:
         changes = self.plan()
+        if not changes and self.settings.auto_rebalance:
+            now = time.monotonic()
+            if now >= self._next_rebalance:
+                self._next_rebalance = now + self.settings.check_interval_s
+                await self._rebalance_leaders()
+        await self._write(changes)
+
+    async def _write(self, changes: list[Change]) -> bool:
+        """Write ``changes`` under our fencing token; False if anything moved first."""
         guard = Compare.created_at(self.store.layout.controller, self.epoch)
         names = {t.topic_id: n for n, t in self.store.image.topics.items()}
         for start in range(0, len(changes), BATCH):
             batch = changes[start : start + BATCH]
             revision = await self.store.write_partitions(batch, guard)
             if revision is None:
-                return  # something moved: the next image change (or tick) replans
+                return False  # something moved: the next image change (or tick) replans
             log.info(
                 "partition leadership changed",
                 extra={
@@ -130,3 +164,101 @@ class Controller:
                 },
             )
             await self.store.caught_up(revision)
+        return True
+
+    # -- leadership on request, and by itself ------------------------------------------
+
+    def _find(self, topic: str, index: int) -> tuple[uuid.UUID, int, PartitionState] | None:
+        state = self.store.topics.get(topic)
+        if state is None or index not in state.partitions:
+            return None
+        revision = self.store.image.partition_revisions[(state.topic_id, index)]
+        return state.topic_id, revision, state.partitions[index]
+
+    async def elect_leaders(
+        self, kind: int, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], int]:
+        """ElectLeaders: a Kafka error code per partition (ELECTION_NOT_NEEDED,
+        PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE,
+        UNKNOWN_TOPIC_OR_PARTITION)."""
+        image = self.store.image
+        if partitions is None:
+            partitions = [(n, i) for n, t in image.topics.items() for i in t.partitions]
+        results: dict[tuple[str, int], int] = {}
+        for _attempt in range(5):
+            changes: list[Change] = []
+            for topic, index in partitions:
+                found = self._find(topic, index)
+                if found is None:
+                    results[(topic, index)] = UnknownTopicOrPartitionError.code
+                    continue
+                topic_id, revision, state = found
+                new, code = preferred.elect(state, kind, set(image.brokers), image.electable())
+                results[(topic, index)] = code
+                if code == preferred.NONE:
+                    changes.append((topic_id, index, revision, new))
+            if await self._write(changes):
+                return results
+            await asyncio.sleep(0.05)  # let the image catch up, then recompute
+        raise StoreUnavailableError("partition states kept changing; try the election again")
+
+    async def _rebalance_leaders(self) -> None:
+        image = self.store.image
+        keyed = [
+            ((name, index), state)
+            for name, topic in image.topics.items()
+            for index, state in topic.partitions.items()
+        ]
+        chosen = preferred.imbalanced(keyed, image.electable(), self.settings.imbalance_pct)
+        if chosen:
+            wanted = [key for key in chosen if isinstance(key, tuple)]
+            results = await self.elect_leaders(preferred.PREFERRED, wanted)
+            moved = [f"{t}-{p}" for (t, p), code in results.items() if code == preferred.NONE]
+            if moved:
+                log.info("preferred leaders restored", extra={"partitions": moved[:20]})
+
+    async def reassign(
+        self, targets: dict[tuple[str, int], list[int] | None]
+    ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """AlterPartitionReassignments: start (a replica list) or cancel (None) moves."""
+        image = self.store.image
+        results: dict[tuple[str, int], tuple[int, str | None]] = {}
+        for _attempt in range(5):
+            changes: list[Change] = []
+            for (topic, index), target in targets.items():
+                found = self._find(topic, index)
+                if found is None:
+                    results[(topic, index)] = (UnknownTopicOrPartitionError.code, None)
+                    continue
+                topic_id, revision, state = found
+                try:
+                    if target is None:
+                        new = reassignment.cancel(state, image.electable())
+                    else:
+                        new = reassignment.start(state, target, set(image.brokers))
+                except KafkaError as exc:
+                    results[(topic, index)] = (exc.code, exc.message)
+                    continue
+                results[(topic, index)] = (0, None)
+                if new is not state:
+                    changes.append((topic_id, index, revision, new))
+            if await self._write(changes):
+                if changes:
+                    log.info(
+                        "reassignments changed",
+                        extra={"partitions": [f"{t}-{p}" for t, p in list(targets)[:20]]},
+                    )
+                return results
+            await asyncio.sleep(0.05)
+        raise StoreUnavailableError("partition states kept changing; try the reassignment again")
+
+    def reassignments(
+        self, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], PartitionState]:
+        """ListPartitionReassignments: the partitions being moved."""
+        out = {}
+        for name, topic in self.store.topics.items():
+            for index, state in topic.partitions.items():
+                if state.reassigning and (partitions is None or (name, index) in partitions):
+                    out[(name, index)] = state
+        return out

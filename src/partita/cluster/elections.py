@@ -61,18 +61,23 @@ def changed(
     leader: int | None = None,
     isr: list[int] | None = None,
     replicas: list[int] | None = None,
+    adding: list[int] | None = None,
+    removing: list[int] | None = None,
 ) -> PartitionState:
     """``state`` with the given fields replaced and its epochs bumped as Kafka bumps
     them; the same object when nothing differs."""
-    new_leader = state.leader if leader is None else leader
-    new_isr = state.isr if isr is None else isr
-    new_replicas = state.replicas if replicas is None else replicas
-    if (new_leader, new_isr, new_replicas) == (state.leader, state.isr, state.replicas):
-        return state
-    return PartitionState(
-        list(new_replicas),
-        new_leader,
-        state.leader_epoch + (1 if new_leader != state.leader else 0),
-        list(new_isr),
-        state.partition_epoch + 1,
+    new = PartitionState(
+        list(state.replicas if replicas is None else replicas),
+        state.leader if leader is None else leader,
+        state.leader_epoch,
+        list(state.isr if isr is None else isr),
+        state.partition_epoch,
+        list(state.adding if adding is None else adding),
+        list(state.removing if removing is None else removing),
     )
+    if new == state:
+        return state
+    if new.leader != state.leader:
+        new.leader_epoch += 1
+    new.partition_epoch += 1
+    return new

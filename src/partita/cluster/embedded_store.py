@@ -40,6 +40,7 @@ class EmbeddedMetadataStore:
         self.local_broker: Callable[[], BrokerInfo] | None = None  # the broker's own address
         self._listeners: list[Listener] = []
         self._node_id = 0
+        self._dynamic: dict[str, str] = {}
 
     def load(self, node_id: int) -> None:
         self._node_id = node_id
@@ -130,6 +131,14 @@ class EmbeddedMetadataStore:
         self.topics[topic.name] = topic
         self.save()
         self._publish(Changes(topics={topic.name}))
+
+    @property
+    def dynamic_broker_configs(self) -> dict[str, str]:
+        return self._dynamic
+
+    async def set_dynamic_broker_configs(self, configs: dict[str, str]) -> None:
+        # A broker alone has no replication to throttle; kept for DescribeConfigs.
+        self._dynamic = dict(configs)
 
     async def alter_isr(self, topic: str, index: int, leader_epoch: int, isr: list[int]) -> bool:
         # Alone, a broker is every partition's only replica: its ISR never changes.

@@ -23,6 +23,7 @@ from partita.cluster.layout import (
     Layout,
     TopicRecord,
     decode_broker,
+    decode_broker_configs,
     decode_controller,
     decode_partition,
     decode_producer_ids,
@@ -59,6 +60,7 @@ class ClusterImage:
         self.partition_revisions: dict[tuple[uuid.UUID, int], int] = {}
         self.producer_ids_next = 0
         self.producer_ids_revision = 0
+        self.broker_configs: dict[str, str] = {}
         self._records: dict[str, TopicRecord] = {}
         self._partitions: dict[uuid.UUID, dict[int, PartitionState]] = {}
         self._names: dict[uuid.UUID, str] = {}
@@ -76,6 +78,7 @@ class ClusterImage:
         self.partition_revisions = fresh.partition_revisions
         self.producer_ids_next = fresh.producer_ids_next
         self.producer_ids_revision = fresh.producer_ids_revision
+        self.broker_configs = fresh.broker_configs
         self._records, self._partitions, self._names = (
             fresh._records,
             fresh._partitions,
@@ -112,6 +115,8 @@ class ClusterImage:
             changes.controller = True
             self.controller_id = decode_controller(raw) if put else -1
             self.controller_epoch = event.entry.create_revision if put else 0
+        elif key == layout.broker_configs:
+            self.broker_configs = decode_broker_configs(raw) if put else {}
         elif key == layout.producer_ids:
             self.producer_ids_next = decode_producer_ids(raw) if put else 0
             self.producer_ids_revision = event.entry.mod_revision if put else 0

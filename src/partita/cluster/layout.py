@@ -61,6 +61,7 @@ class Layout:
         self.cluster = self.root + "cluster"
         self.controller = self.root + "controller"
         self.producer_ids = self.root + "producer-ids"
+        self.broker_configs = self.root + "configs/brokers"
         self.brokers = self.root + "brokers/"
         self.topics = self.root + "topics/"
         self.partitions = self.root + "partitions/"
@@ -212,12 +213,18 @@ def decode_partition(raw: bytes) -> PartitionState:
     leader = _int(data, "leader", -1, MAX_NODE_ID)
     if leader != -1 and leader not in isr:
         raise BadValueError(f"leader {leader} is not in the ISR {isr}")
+    adding = _node_list(data, "adding") if "adding" in data else []
+    removing = _node_list(data, "removing") if "removing" in data else []
+    if not (set(adding) | set(removing)) <= set(replicas) or set(adding) & set(removing):
+        raise BadValueError(f"reassignment {adding} / {removing} does not fit {replicas}")
     return PartitionState(
         replicas,
         leader,
         _int(data, "leader_epoch", 0, 2**31 - 1),
         isr,
         _int(data, "partition_epoch", 0, 2**31 - 1),
+        adding,
+        removing,
     )
 
 
@@ -227,3 +234,26 @@ def encode_producer_ids(next_id: int) -> bytes:
 
 def decode_producer_ids(raw: bytes) -> int:
     return _int(_object(raw), "next", 0, 2**63 - 1)
+
+
+# Broker settings that may change while the cluster runs (Kafka's dynamic broker configs,
+# cluster-wide defaults); everything else is static, given at start.
+DYNAMIC_BROKER_CONFIGS = frozenset(
+    {"leader.replication.throttled.rate", "follower.replication.throttled.rate"}
+)
+
+
+def encode_broker_configs(configs: dict[str, str]) -> bytes:
+    return _dump(configs)
+
+
+def decode_broker_configs(raw: bytes) -> dict[str, str]:
+    data = _object(raw)
+    out = {}
+    for key, value in data.items():
+        if key not in DYNAMIC_BROKER_CONFIGS or not isinstance(value, str):
+            raise BadValueError(f"{key}={value!r} is not a dynamic broker config")
+        if not value.isdigit():
+            raise BadValueError(f"{key} must be a number of bytes/s, got {value!r}")
+        out[key] = value
+    return out

@@ -16,15 +16,35 @@ class PartitionState:
     # Bumped by every change (leader, ISR or replicas), as Kafka's partition epoch is;
     # the leader epoch moves only when the leader does.
     partition_epoch: int = 0
+    # A reassignment in progress (KIP-455): ``replicas`` is then the target plus the
+    # replicas leaving; ``adding`` catch up as followers, ``removing`` go once they have.
+    adding: list[int] = field(default_factory=list)
+    removing: list[int] = field(default_factory=list)
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    @property
+    def target_replicas(self) -> list[int]:
+        return [r for r in self.replicas if r not in self.removing]
+
+    @property
+    def original_replicas(self) -> list[int]:
+        return [r for r in self.replicas if r not in self.adding]
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "replicas": self.replicas,
             "leader": self.leader,
             "leader_epoch": self.leader_epoch,
             "isr": self.isr,
             "partition_epoch": self.partition_epoch,
         }
+        if self.reassigning:
+            out["adding"] = self.adding
+            out["removing"] = self.removing
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PartitionState:
@@ -34,6 +54,8 @@ class PartitionState:
             int(data["leader_epoch"]),
             list(data["isr"]),
             int(data.get("partition_epoch", 0)),
+            list(data.get("adding", [])),
+            list(data.get("removing", [])),
         )
 
 

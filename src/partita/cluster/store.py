@@ -48,6 +48,13 @@ class MetadataStore(Protocol):
 
     async def allocate_producer_id(self) -> int: ...
 
+    @property
+    def dynamic_broker_configs(self) -> dict[str, str]:
+        """Cluster-wide broker settings changed at run time (replication throttles)."""
+        ...
+
+    async def set_dynamic_broker_configs(self, configs: dict[str, str]) -> None: ...
+
     async def alter_isr(self, topic: str, index: int, leader_epoch: int, isr: list[int]) -> bool:
         """A leader's compare-and-swap of its partition's ISR; False if the state moved."""
         ...

@@ -40,6 +40,9 @@ class ApiKey(IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     DESCRIBE_LOG_DIRS = 35
+    ELECT_LEADERS = 43
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
@@ -100,6 +103,9 @@ _RANGES: dict[ApiKey, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.FIND_COORDINATOR: (0, 6),
     ApiKey.JOIN_GROUP: (0, 8),  # v9 adds skip_assignment, which no tested client sends
     ApiKey.SYNC_GROUP: (0, 5),

@@ -56,6 +56,9 @@ class FollowedPartition(Protocol):
 
     def truncate_to(self, offset: int) -> int: ...
 
+    @property
+    def throttled(self) -> bool: ...
+
 
 @dataclass(slots=True)
 class _Followed:
@@ -76,9 +79,13 @@ class _LeaderFetcher:
 
 
 class FetcherManager:
-    def __init__(self, node_id: int, address_of: AddressOf) -> None:
+    def __init__(
+        self, node_id: int, address_of: AddressOf, throttle_rate: Callable[[], int] = lambda: 0
+    ) -> None:
         self.node_id = node_id
         self.address_of = address_of
+        # Bytes/s that replicas being added by a reassignment may copy (0: unlimited).
+        self.throttle_rate = throttle_rate
         self._fetchers: dict[int, _LeaderFetcher] = {}
         self._where: dict[tuple[str, int], int] = {}  # partition -> leader it follows
 
@@ -122,6 +129,7 @@ class FetcherManager:
 
     async def _run(self, fetcher: _LeaderFetcher) -> None:
         connection: BrokerConnection | None = None
+        failing = False  # log a lost leader once, not at every retry
         while True:
             if not fetcher.partitions:
                 fetcher.wake.clear()
@@ -135,15 +143,19 @@ class FetcherManager:
                         continue
                 await self._truncate_diverged(connection, fetcher)
                 await self._fetch_once(connection, fetcher)
+                failing = False
             except asyncio.CancelledError:
                 if connection is not None:
                     await connection.close()
                 raise
             except (ConnectionLostError, OSError, TimeoutError) as exc:
-                log.info(
-                    "fetcher lost its connection; reconnecting",
-                    extra={"leader": fetcher.leader, "error": str(exc)},
-                )
+                if not failing:
+                    log.info(
+                        "fetcher lost its connection; retrying until the leader is back "
+                        "or replaced",
+                        extra={"leader": fetcher.leader, "error": str(exc)},
+                    )
+                failing = True
                 if connection is not None:
                     await connection.close()
                 connection = None
@@ -219,6 +231,9 @@ class FetcherManager:
         if not ready:
             await asyncio.sleep(BACKOFF_SECONDS)
             return
+        rate = self.throttle_rate()
+        # A throttled replica asks for at most a quarter second's worth at a time.
+        throttled_max = max(16 * 1024, rate // 4) if rate else PARTITION_MAX_BYTES
         topics: dict[str, list[Any]] = {}
         for f in ready:
             p = f.partition
@@ -229,7 +244,7 @@ class FetcherManager:
                     fetch_offset=p.log.log_end_offset,
                     last_fetched_epoch=-1,
                     log_start_offset=p.log.log_start_offset,
-                    partition_max_bytes=PARTITION_MAX_BYTES,
+                    partition_max_bytes=throttled_max if p.throttled else PARTITION_MAX_BYTES,
                 )
             )
         request = FetchRequest(
@@ -247,6 +262,7 @@ class FetcherManager:
         )
         response = await connection.request(request, decoder=decode_fetch_response_v11)
         errors = False
+        throttled_bytes = 0
         for topic in response.responses:
             for answer in topic.partitions:
                 followed = fetcher.partitions.get((topic.topic, answer.partition_index))
@@ -257,8 +273,13 @@ class FetcherManager:
                     await self._on_error(connection, followed, answer.error_code)
                     continue
                 self._apply(followed.partition, answer)
+                if followed.partition.throttled and answer.records is not None:
+                    throttled_bytes += len(answer.records)
         if errors:
             await asyncio.sleep(BACKOFF_SECONDS)
+        if throttled_bytes and rate:
+            # Paced so that moving replicas copy at the throttled rate on average.
+            await asyncio.sleep(throttled_bytes / rate)
 
     def _apply(self, partition: FollowedPartition, answer: Any) -> None:
         records = answer.records

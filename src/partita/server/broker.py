@@ -59,7 +59,9 @@ class Broker:
         self.topics = TopicManager(config, self.store, LogManager(data_dir))
         if self.cluster is not None:
             self.topics.fenced = self.cluster.fenced
-            self.topics.fetchers = FetcherManager(self.node_id, self.cluster.address_of)
+            self.topics.fetchers = FetcherManager(
+                self.node_id, self.cluster.address_of, self._follower_throttle
+            )
         self.logs = self.topics.logs
         self.logs.config_for = self.topics.log_config
         self.groups = GroupService(self)
@@ -71,6 +73,12 @@ class Broker:
         rack = self.config.get("broker.rack") or None
         host, port = self.config.advertised_address() or (self.listener.host, self.listener.port)
         return BrokerInfo(self.node_id, host, port, rack)
+
+    def _follower_throttle(self) -> int:
+        """follower.replication.throttled.rate: set at run time (cluster-wide), else
+        the broker's static setting."""
+        dynamic = self.store.dynamic_broker_configs.get("follower.replication.throttled.rate")
+        return int(dynamic or self.config.get_int("follower.replication.throttled.rate"))
 
     @property
     def cluster_id(self) -> str:

@@ -19,7 +19,7 @@ import time
 from typing import TYPE_CHECKING
 
 from partita.cluster.cluster_store import ClusterMetadataStore, NodeIdInUseError
-from partita.cluster.controller import Controller
+from partita.cluster.controller import Controller, ControllerSettings
 from partita.cluster.etcd_kv import EtcdKV, parse_endpoints
 from partita.cluster.kv import StoreUnavailableError
 from partita.errors import KafkaError
@@ -44,7 +44,15 @@ class ClusterNode:
             session_timeout_ms=config.get_int("broker.session.timeout.ms"),
             heartbeat_interval_ms=config.get_int("broker.heartbeat.interval.ms"),
         )
-        self.controller = Controller(self.store, self._unclean_for)
+        self.controller = Controller(
+            self.store,
+            self._unclean_for,
+            ControllerSettings(
+                auto_rebalance=config.get_bool("auto.leader.rebalance.enable"),
+                check_interval_s=config.get_int("leader.imbalance.check.interval.seconds"),
+                imbalance_pct=config.get_int("leader.imbalance.per.broker.percentage"),
+            ),
+        )
         self._tasks: list[asyncio.Task[None]] = []
 
     def _unclean_for(self, topic: str) -> bool:

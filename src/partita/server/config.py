@@ -82,6 +82,15 @@ BROKER_DEFAULTS: dict[str, str] = {
     "broker.heartbeat.interval.ms": "1000",
     # How long a SIGTERM waits for the controller to move this broker's leaderships away.
     "controlled.shutdown.timeout.ms": "10000",
+    "auto.leader.rebalance.enable": "true",
+    "leader.imbalance.check.interval.seconds": "300",
+    "leader.imbalance.per.broker.percentage": "10",
+    # KIP-392: org.apache.kafka.common.replica.RackAwareReplicaSelector (or "rack-aware")
+    # tells consumers with a client.rack to fetch from an in-sync replica in their rack.
+    "replica.selector.class": "",
+    # Reassignment throttles, bytes/s (KIP-73); 0: none.
+    "leader.replication.throttled.rate": "0",
+    "follower.replication.throttled.rate": "0",
     "queued.max.requests": "500",
     **{broker: _TOPIC_DEFAULTS[topic] for broker, topic in BROKER_TO_TOPIC.items()},
 }

@@ -83,6 +83,13 @@ class Partition:
     progress: LeaderProgress | None = None  # set while this broker leads
     pending_isr: list[int] | None = None  # an ISR change sent to the store, not yet seen
     isr_writer: IsrWriter = _no_isr_writer
+    served_as_follower: bool = False  # logged once: a consumer read from this follower
+    adding: list[int] = field(default_factory=list)  # replicas a reassignment is adding
+
+    @property
+    def throttled(self) -> bool:
+        """Copying as a replica being added: the replication throttle applies."""
+        return self.node_id in self.adding
 
     @property
     def is_leader(self) -> bool:
@@ -103,6 +110,7 @@ class Partition:
         self.leader_epoch = state.leader_epoch
         self.isr = list(state.isr)
         self.replicas = list(state.replicas)
+        self.adding = list(state.adding)
         if self.pending_isr is not None and (
             sorted(self.isr) == sorted(self.pending_isr) or old_epoch != self.leader_epoch
         ):
@@ -134,6 +142,9 @@ class Partition:
                 f"broker {self.node_id} does not lead {self.name} "
                 f"(leader {self.leader}, epoch {self.leader_epoch})"
             )
+        self.check_leader_epoch(current_leader_epoch)
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
         if current_leader_epoch < 0:
             return
         if current_leader_epoch < self.leader_epoch:

@@ -231,6 +231,29 @@ class TopicManager:
             raise UnknownTopicOrPartitionError(f"unknown partition {topic}-{index}")
         return partition
 
+    def readable_partition(
+        self, topic: str, index: int, current_leader_epoch: int, *, from_follower: bool
+    ) -> Partition:
+        """The partition for a consumer's fetch: from the leader, or (KIP-392, when the
+        client allows it) from an in-sync follower here, which serves up to its own high
+        watermark."""
+        partition = self.partition(topic, index)
+        if from_follower and not partition.is_leader and self.node_id in partition.isr:
+            if self.fenced():
+                raise NotLeaderOrFollowerError(
+                    f"broker {self.node_id} cannot renew its cluster lease"
+                )
+            if current_leader_epoch >= 0 and current_leader_epoch != partition.leader_epoch:
+                partition.check_leader_epoch(current_leader_epoch)
+            if not partition.served_as_follower:
+                partition.served_as_follower = True
+                log.info(
+                    "serving a consumer from a follower replica (KIP-392)",
+                    extra={"partition": partition.name, "leader": partition.leader},
+                )
+            return partition
+        return self.leader_partition(topic, index, current_leader_epoch)
+
     def leader_partition(self, topic: str, index: int, current_leader_epoch: int = -1) -> Partition:
         """The partition, if this broker leads it at the client's epoch: the one check
         every leader-only request makes."""

@@ -16,6 +16,7 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.producer import InitProducerIdResponse
 
+from partita.cluster.layout import DYNAMIC_BROKER_CONFIGS
 from partita.errors import (
     InvalidConfigurationError,
     InvalidReplicaAssignmentError,
@@ -345,15 +346,48 @@ def _incremental(
     return updated
 
 
+async def _alter_broker(broker: Broker, resource: Any, incremental: bool, dry: bool) -> None:
+    """Kafka's dynamic broker configs, cluster-wide (resource name ""), for the settings
+    partita can change while running: the replication throttles. The rest are static."""
+    if resource.resource_name not in ("", str(broker.node_id)):
+        raise InvalidRequestError(
+            "partita keeps dynamic broker configs cluster-wide: use the default resource"
+        )
+    current = dict(broker.store.dynamic_broker_configs)
+    for c in resource.configs:
+        if c.name not in DYNAMIC_BROKER_CONFIGS:
+            raise InvalidRequestError(
+                f"broker config {c.name} is static in partita: set it with --set or --config "
+                f"and restart (dynamic: {', '.join(sorted(DYNAMIC_BROKER_CONFIGS))})"
+            )
+        op = c.config_operation if incremental else 0
+        if op == 1 or c.value is None:
+            current.pop(c.name, None)
+        elif op == 0:
+            if not str(c.value).isdigit():
+                raise InvalidConfigurationError(f"{c.name} must be bytes/s, got {c.value!r}")
+            current[c.name] = str(c.value)
+        else:
+            raise InvalidRequestError(f"{c.name} is not a list: APPEND/SUBTRACT do not apply")
+    if not dry:
+        await broker.store.set_dynamic_broker_configs(current)
+
+
 async def _alter(broker: Broker, request: Any, response_cls: Any, incremental: bool) -> Any:
     responses = []
     for resource in request.resources:
         try:
             if resource.resource_type == BROKER_RESOURCE:
-                raise InvalidRequestError(
-                    "broker configs are static in partita: set them with --set or --config "
-                    "and restart"
+                await _alter_broker(broker, resource, incremental, request.validate_only)
+                responses.append(
+                    response_cls.AlterConfigsResourceResponse(
+                        error_code=0,
+                        error_message=None,
+                        resource_type=resource.resource_type,
+                        resource_name=resource.resource_name,
+                    )
                 )
+                continue
             if resource.resource_type != TOPIC_RESOURCE:
                 raise InvalidRequestError(f"unsupported resource type {resource.resource_type}")
             name = resource.resource_name

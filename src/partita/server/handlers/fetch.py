@@ -20,6 +20,7 @@ from partita.errors import (
 )
 from partita.protocol.codec import RequestHeader
 from partita.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
+from partita.replication.replica_selector import preferred_read_replica
 from partita.server.broker import Broker
 from partita.server.partition import Partition
 from partita.storage.file_region import FileRegion
@@ -44,6 +45,10 @@ class _FetchPass:
         request = self.request
         budget = request.max_bytes if self.version >= 3 else 2**31 - 1
         replica = _replica_id(request, self.version)
+        # KIP-392: a consumer (Fetch v11+) may read from a follower, and may be told to.
+        client_rack = request.rack_id if self.version >= 11 and replica < 0 else None
+        selector = self.broker.config.get("replica.selector.class")
+        racks = {b.node_id: b.rack for b in self.broker.store.brokers()} if client_rack else {}
         topics: list[TopicResult] = []
         first_data = True
         for topic in request.topics:
@@ -58,9 +63,22 @@ class _FetchPass:
                     continue
                 try:
                     epoch = fp.current_leader_epoch if self.version >= 9 else -1
-                    partition = self.broker.topics.leader_partition(name, fp.partition, epoch)
+                    partition = self.broker.topics.readable_partition(
+                        name, fp.partition, epoch, from_follower=self.version >= 11 and replica < 0
+                    )
                     self.partitions.append(partition)
                     plog = partition.log
+                    if client_rack and partition.is_leader:
+                        elsewhere = preferred_read_replica(
+                            selector, client_rack, partition.leader, partition.isr, racks
+                        )
+                        if elsewhere >= 0:
+                            # Kafka answers with the replica to use and no records.
+                            result.preferred_read_replica = elsewhere
+                            result.high_watermark = plog.high_watermark
+                            result.last_stable_offset = plog.high_watermark
+                            result.log_start_offset = plog.log_start_offset
+                            continue
                     if replica >= 0:
                         # A follower: its fetch offset is its log end; it reads to ours.
                         partition.record_follower_fetch(replica, fp.fetch_offset)

@@ -1,0 +1,155 @@
+"""ElectLeaders, AlterPartitionReassignments and ListPartitionReassignments: requests for
+the active controller (``cluster.controller``). Another broker answers NOT_CONTROLLER,
+and clients find the controller in Metadata and ask again, as with Kafka. A broker alone
+leads every partition already: nothing to elect, nowhere to move replicas to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import (
+    AlterPartitionReassignmentsResponse,
+    ElectLeadersResponse,
+    ListPartitionReassignmentsResponse,
+)
+
+from partita.cluster.controller import Controller
+from partita.cluster.preferred import ELECTION_NOT_NEEDED
+from partita.errors import InvalidReplicaAssignmentError, KafkaError, NotControllerError
+from partita.protocol.codec import RequestHeader
+from partita.server.broker import Broker
+
+_MESSAGES = {
+    80: "the preferred leader is not alive or not in the ISR",
+    83: "no live replica can lead",
+    84: "the preferred leader already leads",
+    3: "no such partition",
+}
+
+
+def _controller(broker: Broker) -> Controller | None:
+    """The active controller if it runs here; raises NOT_CONTROLLER if it runs elsewhere;
+    None for a broker alone."""
+    if broker.cluster is None:
+        return None
+    controller = broker.cluster.controller
+    if not controller.active:
+        raise NotControllerError(
+            f"broker {broker.node_id} is not the controller "
+            f"(broker {broker.store.controller_id} is)"
+        )
+    return controller
+
+
+async def handle_elect_leaders(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    kind = request.election_type if header.api_version >= 1 else 0
+    wanted = (
+        None
+        if request.topic_partitions is None
+        else [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
+    )
+    try:
+        controller = _controller(broker)
+        if controller is None:
+            names = wanted or [(n, i) for n, t in broker.store.topics.items() for i in t.partitions]
+            results = {key: ELECTION_NOT_NEEDED for key in names}
+        else:
+            results = await controller.elect_leaders(kind, wanted)
+    except KafkaError as exc:
+        return ElectLeadersResponse(
+            throttle_time_ms=0, error_code=exc.code, replica_election_results=[]
+        )
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, index), code in sorted(results.items()):
+        by_topic.setdefault(topic, []).append(
+            ElectLeadersResponse.ReplicaElectionResult.PartitionResult(
+                partition_id=index, error_code=code, error_message=_MESSAGES.get(code)
+            )
+        )
+    return ElectLeadersResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        replica_election_results=[
+            ElectLeadersResponse.ReplicaElectionResult(topic=t, partition_result=ps)
+            for t, ps in by_topic.items()
+        ],
+    )
+
+
+async def handle_alter_reassignments(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+    targets = {
+        (t.name, p.partition_index): (None if p.replicas is None else list(p.replicas))
+        for t in request.topics
+        for p in t.partitions
+    }
+    results: dict[tuple[str, int], tuple[int, str | None]]
+    try:
+        controller = _controller(broker)
+        if controller is None:
+            results = {
+                key: (
+                    (0, None)
+                    if target == [broker.node_id]
+                    else (
+                        InvalidReplicaAssignmentError.code,
+                        f"broker {broker.node_id} runs alone: replicas can only be on it",
+                    )
+                )
+                for key, target in targets.items()
+            }
+        else:
+            results = await controller.reassign(targets)
+    except KafkaError as exc:
+        return AlterPartitionReassignmentsResponse(
+            throttle_time_ms=0, error_code=exc.code, error_message=exc.message, responses=[]
+        )
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, index), (code, message) in sorted(results.items()):
+        by_topic.setdefault(topic, []).append(
+            AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse(
+                partition_index=index, error_code=code, error_message=message
+            )
+        )
+    return AlterPartitionReassignmentsResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        responses=[
+            AlterPartitionReassignmentsResponse.ReassignableTopicResponse(name=t, partitions=ps)
+            for t, ps in by_topic.items()
+        ],
+    )
+
+
+def handle_list_reassignments(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+    wanted = (
+        None
+        if request.topics is None
+        else [(t.name, p) for t in request.topics for p in t.partition_indexes]
+    )
+    try:
+        controller = _controller(broker)
+    except KafkaError as exc:
+        return ListPartitionReassignmentsResponse(
+            throttle_time_ms=0, error_code=exc.code, error_message=exc.message, topics=[]
+        )
+    ongoing = controller.reassignments(wanted) if controller is not None else {}
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, index), state in sorted(ongoing.items()):
+        by_topic.setdefault(topic, []).append(
+            ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment(
+                partition_index=index,
+                replicas=state.replicas,
+                adding_replicas=state.adding,
+                removing_replicas=state.removing,
+            )
+        )
+    return ListPartitionReassignmentsResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        topics=[
+            ListPartitionReassignmentsResponse.OngoingTopicReassignment(name=t, partitions=ps)
+            for t, ps in by_topic.items()
+        ],
+    )
