@@ -49,6 +49,7 @@ class TopicInfo:
     error_code: int
     leaders: dict[int, int] = field(default_factory=dict)  # partition -> leader node
     replicas: dict[int, list[int]] = field(default_factory=dict)  # partition -> replica nodes
+    epochs: dict[int, int] = field(default_factory=dict)  # partition -> leader epoch
 
     @property
     def partitions(self) -> int:
@@ -129,7 +130,9 @@ class Cluster:
                 topic.error_code,
                 {p.partition_index: p.leader_id for p in topic.partitions},
                 {p.partition_index: list(p.replica_nodes) for p in topic.partitions},
+                {p.partition_index: p.leader_epoch for p in topic.partitions},
             )
+            _keep_newer_leaders(info, self.topics.get(topic.name))
             self.topics[topic.name] = info
             self._refreshed[topic.name] = time.monotonic()
 
@@ -177,3 +180,16 @@ class Cluster:
         await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
         self._connections.clear()
         self._bootstrap_connection = None
+
+
+def _keep_newer_leaders(fresh: TopicInfo, known: TopicInfo | None) -> None:
+    """Leader epochs only grow: a broker whose metadata lags may name an older leader,
+    and its answer must not replace a newer one we already know (KIP-320), or the
+    client would go back to a broker that no longer leads."""
+    if known is None:
+        return
+    for partition, epoch in list(fresh.epochs.items()):
+        older = known.epochs.get(partition, -1)
+        if 0 <= epoch < older and partition in known.leaders:
+            fresh.leaders[partition] = known.leaders[partition]
+            fresh.epochs[partition] = older
