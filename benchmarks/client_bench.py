@@ -91,6 +91,7 @@ from broker_bench import (
 )
 from broker_bench import Rate as BrokerRate
 from partita.protocol.record_batch import iter_headers
+from startup_bench import measure, prepare_topic, startup_tables
 
 MB = 1_000_000  # MB/s are of record values, in decimal megabytes
 DEFAULT_RECORDS = 200_000
@@ -114,6 +115,7 @@ CONSUME_BATCH = 10_000  # max records per getmany/poll/consume call
 POLL_EVERY = 1024  # confluent: produce() calls between poll(0) calls
 STALL_SECONDS = 30.0  # a consumer that sees nothing new for this long gives up
 RESULT_PREFIX = "CLIENT_BENCH_RESULT "
+STARTUP_ROUNDS = 3  # start-up measurements per client, after the throughput rounds
 
 
 # -- the worker: one client, one phase, in its own process ---------------------------
@@ -908,6 +910,15 @@ def report(
     console.print(f"[bold]Machine:[/] {load_average()} at the end (other work skews the figures)")
 
 
+def startup_report(console: Console, broker: BrokerProcess) -> None:
+    """Each client's start-up in a fresh process (startup_bench.py): the throughput above
+    starts its clock after the client is imported and connected."""
+    prepare_topic(broker, "startup")
+    figures = measure(broker.bootstrap, "startup", STARTUP_ROUNDS, with_commands=False)
+    for table in startup_tables(figures, STARTUP_ROUNDS):
+        console.print(table)
+
+
 def print_profile(console: Console, path: Path, top: int, seconds: float | None) -> None:
     stats = pstats.Stats(str(path), stream=io.StringIO())
     entries = stats.stats  # type: ignore[attr-defined]
@@ -1077,6 +1088,7 @@ def run(args: argparse.Namespace, workdir: Path, console: Console) -> None:
                     results.append(result)
                     log_pass(console, result)
         report(console, args, scenarios, results)
+        startup_report(console, broker)
         if args.profile and PARTITA in clients:
             scenario = profile_scenario(args.profile, results, scenarios, clients)
             console.rule(f"profile: partita, {scenario.label}, {args.records:,} records")

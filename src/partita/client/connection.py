@@ -1,8 +1,10 @@
 """One asyncio connection to a broker: requests out, responses matched by correlation id.
 
 Requests are kafka-python message objects (the same schema-generated classes the broker
-uses); several may be in flight at once, and responses arrive in order, as Kafka
-guarantees per connection.
+uses), or requests framed by hand (``frame_chunks``: produce requests, and what a
+consumer sends before its first record, which also read their own responses with
+``decode_response``). Several may be in flight at once, and responses arrive in order,
+as Kafka guarantees per connection.
 
 Responses are received by a buffered protocol over ``protocol.frames.FrameReceiver``: a
 big one (a fetch of megabytes) is received straight into a buffer of its own size, so
