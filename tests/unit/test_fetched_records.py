@@ -4,6 +4,9 @@ refused by both."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -150,3 +153,18 @@ def test_header_names_that_are_not_utf8_are_replaced_as_java_does() -> None:
     (record,) = read_batches(TP, batch, 0, True)
     assert list(record.headers) == [("\ufffd", b"x")]
     assert [record] == from_columns(batch, 0, True)
+
+
+def test_a_consumer_loads_no_numba_arrow_numpy_or_kafka_python() -> None:
+    """What makes a consumer's (and `partita consume`'s) start-up: none of these heavy
+    packages is imported by the consumer or the consume command until a group is used."""
+    probe = (
+        "import sys, partita.client.consumer, partita.cli.consume_cmd\n"
+        "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    loaded = set(
+        subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+        ).stdout.split()
+    )
+    assert not loaded & {"numba", "llvmlite", "pyarrow", "numpy", "kafka", "structlog"}, loaded
