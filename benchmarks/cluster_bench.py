@@ -1,7 +1,7 @@
 """Cluster benchmark: what replication costs, and how long a leader's failure stops writes.
 
     .venv/bin/python benchmarks/cluster_bench.py [--records N] [--size BYTES]
-        [--rate MSGS] [--seconds S] [--rounds R] [--dir DIR]
+        [--rate MSGS] [--seconds S] [--rounds R] [--dir DIR] [--kafka]
 
 All in one run, on this machine (brokers, etcd and the client share its cores):
 
@@ -16,11 +16,15 @@ All in one run, on this machine (brokers, etcd and the client share its cores):
    the signal to the first acknowledgement of a record produced after it. Kafka's KRaft
    defaults take ~9 s for kill -9 (broker.session.timeout.ms=9000); partita's default
    session is 3 s.
+4. with --kafka, the same acks=all RF3 throughput, broker CPU, latency and failover gaps
+   for a 3-node Apache Kafka (KRaft, default settings but min.insync.replicas=2, jars from
+   scripts/kafka_jars.sh) beside the partita cluster, in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import statistics
@@ -29,6 +33,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -109,13 +115,58 @@ def paced_latencies(bootstrap: str, topic: str, rate: int, seconds: float) -> li
     return latencies
 
 
-def failover_gap(cluster: LocalCluster, topic: str, how: str) -> float:
+@dataclass
+class Cluster3:
+    """Three brokers of either kind, as the failover measurement needs them."""
+
+    name: str
+    bootstrap: str
+    pids: Callable[[], list[int]]
+    kill: Callable[[int], None]
+    terminate: Callable[[int], None]  # SIGTERM and wait for the exit
+    restart: Callable[[int], None]
+
+
+def partita_cluster(cluster: LocalCluster) -> Cluster3:
+    def terminate(node: int) -> None:
+        broker = cluster.broker(node)
+        broker.signal(signal.SIGTERM)
+        if broker.proc is not None:
+            broker.proc.wait(60)
+
+    return Cluster3(
+        "partita",
+        cluster.bootstrap,
+        lambda: [b.proc.pid for b in cluster.brokers if b.proc and b.alive],
+        lambda node: cluster.broker(node).kill(),
+        terminate,
+        lambda node: cluster.broker(node).start(),
+    )
+
+
+def kafka_cluster(cluster: Any) -> Cluster3:
+    def node(node_id: int) -> Any:
+        return next(n for n in cluster.nodes if n.node_id == node_id)
+
+    def restart(node_id: int) -> None:
+        cluster.restart_node(node(node_id))
+
+    return Cluster3(
+        "kafka",
+        cluster.bootstrap,
+        lambda: [n.proc.pid for n in cluster.nodes if n.running()],
+        lambda node_id: cluster.kill_node(node(node_id)),
+        lambda node_id: cluster.stop_node(node(node_id)),
+        restart,
+    )
+
+
+def failover_gap(target: Cluster3, topic: str, how: str) -> float:
     """Seconds from the signal to the first ack of a record sent after it."""
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
     leader_id = admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
-    victim = cluster.broker(leader_id)
     producer = Producer(
-        {"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+        {"bootstrap.servers": target.bootstrap, "acks": "all", "enable.idempotence": True,
          "linger.ms": 0, "topic.metadata.refresh.interval.ms": 500, "retry.backoff.ms": 20,
          "retry.backoff.max.ms": 100}
     )  # fmt: skip
@@ -139,17 +190,16 @@ def failover_gap(cluster: LocalCluster, topic: str, how: str) -> float:
     time.sleep(2)
     signalled[0] = time.perf_counter()
     if how == "kill":
-        victim.kill()
+        target.kill(leader_id)
     else:
-        victim.signal(signal.SIGTERM)
+        threading.Thread(target=target.terminate, args=(leader_id,), daemon=True).start()
     deadline = time.perf_counter() + 60
     while not first_after[0] and time.perf_counter() < deadline:
         time.sleep(0.01)
     stop.set()
     thread.join(90)
-    if how != "kill" and victim.proc is not None:
-        victim.proc.wait(30)
-    victim.start()
+    time.sleep(1)
+    target.restart(leader_id)
     return first_after[0] - signalled[0] if first_after[0] else float("inf")
 
 
@@ -169,6 +219,46 @@ def single_broker(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     return proc, f"127.0.0.1:{port}"
 
 
+@contextlib.contextmanager
+def start_kafka(workdir: Path) -> Any:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.kafka.real_kafka import real_kafka  # noqa: PLC0415
+
+    with real_kafka(workdir / "kafka", nodes=3, settings={"min.insync.replicas": "2"}) as kafka:
+        yield kafka
+
+
+def compare_clusters(targets: list[Cluster3], args: argparse.Namespace) -> None:
+    """acks=all RF3 throughput, CPU and latency, then failover gaps, per cluster."""
+    rows = []
+    for target in targets:
+        create(target.bootstrap, "cmp", 6, 3)
+        create(target.bootstrap, "gap", 1, 3)
+        pids = target.pids()
+        before = sum(cpu_seconds(p) for p in pids)
+        seconds, errors = blast(target.bootstrap, "cmp", args.records, args.size, "all")
+        cpu = (sum(cpu_seconds(p) for p in pids) - before) / args.records * 1e6
+        latencies = paced_latencies(target.bootstrap, "cmp", args.rate, args.seconds)
+        gaps: dict[str, list[float]] = {"kill": [], "term": []}
+        for how, measured in gaps.items():
+            for _ in range(args.rounds):
+                measured.append(failover_gap(target, "gap", how))
+                time.sleep(5)  # back in the ISR before the next round
+        rows.append((target.name, args.records / seconds, cpu, latencies, gaps, errors))
+    print(f"\n3 brokers, RF3, min ISR 2, acks=all, {args.size} B records:")
+    print(f"{'':10s} {'msgs/s':>10s} {'CPU s/M':>8s} {'p50 ms':>7s} {'p99 ms':>7s} "
+          f"{'kill -9 gap s':>14s} {'SIGTERM gap s':>14s}")  # fmt: skip
+    for name, rate, cpu, lat, gaps, errors in rows:
+        print(
+            f"{name:10s} {rate:10,.0f} {cpu:8.2f} {pct(lat, 0.5) * 1000:7.1f} "
+            f"{pct(lat, 0.99) * 1000:7.1f} {statistics.median(gaps['kill']):14.2f} "
+            f"{statistics.median(gaps['term']):14.2f}" + (f"  errors {errors}" if errors else "")
+        )
+    if len(rows) == 2:
+        print(f"partita/kafka throughput ratio {rows[0][1] / rows[1][1]:.2f}")
+    print("targets: p99 <= 20 ms at the paced rate; kill -9 gap <= 5 s; SIGTERM gap <= 1 s")
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -182,6 +272,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument(
+        "--kafka",
+        action="store_true",
+        help="also run a 3-node Apache Kafka (KRaft, scripts/kafka_jars.sh) side by side",
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="cluster-bench-", dir=args.dir))
     print(f"work dir {workdir}; {os.cpu_count()} cores; load {os.getloadavg()[0]:.2f}")
@@ -226,19 +321,11 @@ def main() -> None:
               f"p99 {pct(latencies, 0.99) * 1000:.1f} ms, max {max(latencies) * 1000:.1f} ms "
               f"(target p99 <= 20 ms)")  # fmt: skip
 
-        create(cluster.bootstrap, "gap", 1, 3)
-        for how, target in (("kill", 5.0), ("term", 1.0)):
-            gaps = []
-            for _ in range(args.rounds):
-                gaps.append(failover_gap(cluster, "gap", how))
-                time.sleep(5)  # the broker back in the ISR before the next round
-            label = "kill -9" if how == "kill" else "SIGTERM"
-            listed = ", ".join(f"{g:.2f}" for g in gaps)
-            median_gap = statistics.median(gaps)
-            print(
-                f"failover gap after {label:8s}: {listed} s "
-                f"(median {median_gap:.2f}; target <= {target:.0f} s)"
-            )
+        targets = [partita_cluster(cluster)]
+        with contextlib.ExitStack() as stack:
+            if args.kafka:
+                targets.append(kafka_cluster(stack.enter_context(start_kafka(workdir))))
+            compare_clusters(targets, args)
     finally:
         cluster.stop()
         single.send_signal(signal.SIGTERM)
