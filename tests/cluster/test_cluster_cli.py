@@ -53,6 +53,16 @@ def test_cluster_up_describe_and_a_clean_stop(tmp_path: Path) -> None:
             for line in lines:
                 assert line.count("-Leader") == 2, line
                 assert line.count("-Follower") == 4, line
+            produced = subprocess.run(
+                [sys.executable, "-m", "partita.cli.main", "-b", servers, "produce", "orders",
+                 "--key-sep", ":"],
+                input="".join(f"hot:{i}\n" for i in range(200)) + "cold:1\n",
+                capture_output=True, text=True, timeout=60, check=False,
+            )  # fmt: skip
+            assert produced.returncode == 0, produced.stderr
+            skew = _partita("-b", servers, "cluster", "describe")
+            assert "hottest orders/P" in skew.stdout, skew.stdout
+            assert "biggest partitions" in skew.stdout
             topic = _partita("-b", servers, "topic", "describe", "orders")
             assert topic.returncode == 0 and "offline" in topic.stdout
         finally:

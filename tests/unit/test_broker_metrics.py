@@ -45,3 +45,20 @@ def test_refusals_for_made_up_topics_share_one_label(tmp_path: Path) -> None:
         assert found[("partita_partitions", frozenset())] == 1
     finally:
         broker.shutdown()
+
+
+def test_replication_gauges_on_a_broker_alone(tmp_path: Path) -> None:
+    broker = Broker(BrokerConfig.from_sources(), tmp_path, Listener("127.0.0.1", 0))
+    broker.startup()
+    try:
+        asyncio.run(broker.topics.create("led", 3, 1, {}))
+        broker.metrics.isr_changed(3, 2)
+        broker.metrics.isr_changed(2, 3)
+        broker.metrics.isr_changed(2, 3)
+        found = samples(broker)
+        assert found[("partita_leader_partitions", frozenset())] == 3
+        assert found[("partita_under_replicated_partitions", frozenset())] == 0
+        assert found[("partita_isr_changes_total", frozenset({("kind", "shrink")}))] == 1
+        assert found[("partita_isr_changes_total", frozenset({("kind", "expand")}))] == 2
+    finally:
+        broker.shutdown()

@@ -97,28 +97,32 @@ def describe(
     bootstrap: str = bootstrap_option(),
     topics: list[str] = typer.Argument(None, help="Only these topics (default: all)."),
 ) -> None:
-    """Brokers (rack, controller, leaders, replicas, bytes on disk) and, per broker, the
-    partitions it leads and follows: Broker 1: orders/P0-Leader | orders/P1-Follower ..."""
+    """Brokers (rack, controller, leaders, replicas, bytes on disk), per broker the
+    partitions it leads and follows (Broker 1: orders/P0-Leader | orders/P1-Follower ...),
+    and the skew: the biggest partitions, their share of the bytes, and how uneven the
+    partitions and the brokers' led bytes are (max / mean), so a hot key shows at once."""
     from partita.client.admin import AsyncAdmin  # noqa: PLC0415
 
-    async def gather(admin: AsyncAdmin) -> tuple[Any, list[Any], dict[int, int]]:
+    async def gather(
+        admin: AsyncAdmin,
+    ) -> tuple[Any, list[Any], dict[int, int], dict[int, dict[tuple[str, int], int]]]:
         cluster = await admin.describe_cluster()
         described = await admin.describe_topics(topics or None)
         sizes: dict[int, int] = {}
+        replica_sizes: dict[int, dict[tuple[str, int], int]] = {}
         for broker in cluster.brokers:
             try:
-                sizes[broker.node_id] = sum(
-                    (await admin.describe_log_dirs(broker.node_id)).values()
-                )
+                replica_sizes[broker.node_id] = await admin.describe_log_dirs(broker.node_id)
+                sizes[broker.node_id] = sum(replica_sizes[broker.node_id].values())
             except Exception:
-                sizes[broker.node_id] = -1
-        return cluster, described, sizes
+                sizes[broker.node_id] = -1  # unreachable right now: shown as "?"
+        return cluster, described, sizes, replica_sizes
 
-    async def go() -> tuple[Any, list[Any], dict[int, int]]:
+    async def go() -> tuple[Any, list[Any], dict[int, int], Any]:
         async with AsyncAdmin(bootstrap) as admin:
             return await gather(admin)
 
-    cluster, described, sizes = run_client(bootstrap, go())
+    cluster, described, sizes, replica_sizes = run_client(bootstrap, go())
     leaders: Counter[int] = Counter()
     replicas: Counter[int] = Counter()
     for topic in described:
@@ -128,6 +132,43 @@ def describe(
     stdout_console().print(f"cluster {cluster.cluster_id}  controller {cluster.controller}")
     _print_brokers(cluster, leaders, replicas, sizes)
     _print_layout(cluster, described)
+    _print_skew(described, replica_sizes)
+
+
+def _print_skew(
+    described: list[TopicDescription], replica_sizes: dict[int, dict[tuple[str, int], int]]
+) -> None:
+    """Partition sizes as their leaders hold them; the hottest first."""
+    from rich.table import Table  # noqa: PLC0415
+
+    sized: list[tuple[int, str, int]] = []  # bytes, partition, leader
+    led: Counter[int] = Counter()
+    for topic in described:
+        if topic.internal:
+            continue
+        for p in topic.partitions:
+            size = replica_sizes.get(p.leader, {}).get((topic.name, p.partition), 0)
+            sized.append((size, f"{topic.name}/P{p.partition}", p.leader))
+            led[p.leader] += size
+    total = sum(s for s, _n, _l in sized)
+    if not sized or not total:
+        return
+    sized.sort(reverse=True)
+    table = Table(title="biggest partitions (bytes on their leader)")
+    for column in ("partition", "leader", "bytes", "share"):
+        table.add_column(column)
+    for size, name, leader in sized[:10]:
+        table.add_row(name, str(leader), f"{size:,}", f"{size / total:.0%}")
+    console = stdout_console()
+    console.print(table)
+    mean = total / len(sized)
+    hottest = sized[0]
+    brokers_mean = total / max(1, len(led))
+    console.print(
+        f"hottest {hottest[1]}: {hottest[0] / total:.0%} of the bytes; "
+        f"partition imbalance (max/mean) {hottest[0] / mean:.2f}; "
+        f"led bytes per broker (max/mean) {max(led.values()) / brokers_mean:.2f}"
+    )
 
 
 def _print_brokers(
@@ -156,20 +197,12 @@ def _print_brokers(
 
 
 def _print_layout(cluster: ClusterDescription, described: list[TopicDescription]) -> None:
+    from partita.cli.partition_layout import broker_lines, leaderless  # noqa: PLC0415
+
     console = stdout_console()
-    for b in cluster.brokers:
-        cells = []
-        for topic in described:
-            if topic.internal:
-                continue
-            for p in topic.partitions:
-                if b.node_id == p.leader:
-                    cells.append(f"{topic.name}/P{p.partition}-Leader")
-                elif b.node_id in p.replicas:
-                    sync = "" if b.node_id in p.isr else " (out of sync)"
-                    cells.append(f"{topic.name}/P{p.partition}-Follower{sync}")
-        console.print(f"Broker {b.node_id}: " + (" | ".join(cells) or "-"))
-    offline = [f"{t.name}/P{p.partition}" for t in described for p in t.partitions if p.leader < 0]
+    for line in broker_lines([b.node_id for b in cluster.brokers], described):
+        console.print(line)
+    offline = leaderless(described)
     if offline:
         console.print(f"[red]no leader:[/red] {' '.join(offline)}")
 

@@ -66,6 +66,7 @@ class Broker:
         self.logs.config_for = self.topics.log_config
         self.groups = GroupService(self)
         self.metrics = BrokerMetrics(self)
+        self.topics.isr_changed = self.metrics.isr_changed
         self._dir_lock: DataDirLock | None = None
 
     @property

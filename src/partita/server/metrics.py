@@ -95,6 +95,13 @@ class BrokerMetrics:
             ["topic", "error"],
             registry=self.registry,
         )
+        self._isr_changes = Counter(
+            "partita_isr_changes",
+            "ISR changes this broker made as a leader, by kind: shrink or expand "
+            "(Kafka: IsrShrinksPerSec, IsrExpandsPerSec).",
+            ["kind"],
+            registry=self.registry,
+        )
         self.registry.register(_BrokerStateCollector(broker))
         self._broker = broker
         # Children looked up once: labels() takes a lock and builds a tuple every call.
@@ -132,6 +139,10 @@ class BrokerMetrics:
             child = self._per_topic_out[topic] = self._bytes_out.labels(topic)
         child.inc(size)
 
+    def isr_changed(self, before: int, after: int) -> None:
+        if after != before:
+            self._isr_changes.labels("shrink" if after < before else "expand").inc()
+
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -168,8 +179,32 @@ class _BrokerStateCollector(Collector):
         high = GaugeMetricFamily(
             "partita_high_watermark", "Offsets below it are readable by consumers.", labels=labels
         )
+        leaders = GaugeMetricFamily(
+            "partita_leader_partitions", "Partitions this broker leads (Kafka: LeaderCount)."
+        )
+        under = GaugeMetricFamily(
+            "partita_under_replicated_partitions",
+            "Partitions led here whose ISR is smaller than their replica set "
+            "(Kafka: UnderReplicatedPartitions).",
+        )
+        lag = GaugeMetricFamily(
+            "partita_follower_lag_records",
+            "Records a follower is behind this leader's log end, by partition and replica "
+            "(Kafka: ReplicaFetcherManager MaxLag, seen from the leader).",
+            labels=["topic", "partition", "replica"],
+        )
         held = list(self.broker.topics.partitions.items())
         partitions.add_metric([], len(held))
+        led = [(key, p) for key, p in held if p.is_leader]
+        leaders.add_metric([], len(led))
+        under.add_metric([], sum(1 for _k, p in led if len(p.isr) < len(p.replicas)))
+        for (topic, index), partition in led:
+            if partition.progress is None:
+                continue
+            leo = partition.log.log_end_offset
+            for replica, follower in sorted(partition.progress.followers.items()):
+                behind = leo - follower.log_end_offset if follower.log_end_offset >= 0 else leo
+                lag.add_metric([topic, str(index), str(replica)], behind)
         offline.add_metric([], sum(1 for _k, p in held if p.log.offline_reason is not None))
         for (topic, index), partition in held:
             plog = partition.log
@@ -195,6 +230,7 @@ class _BrokerStateCollector(Collector):
             groups.add_metric([state], count)
         members.add_metric([], member_count)
         yield from (partitions, offline, size, start, end, high, groups, members)
+        yield from (leaders, under, lag)
 
 
 async def serve_metrics(metrics: BrokerMetrics, host: str, port: int) -> asyncio.Server:

@@ -60,6 +60,8 @@ class TopicManager:
         self.fenced: Callable[[], bool] = lambda: False
         # Told (partition, leads) whenever this broker starts or stops leading one.
         self.leadership_listeners: list[Callable[[Partition, bool], None]] = []
+        # Told (ISR size before, after) of each ISR change this broker made as a leader.
+        self.isr_changed: Callable[[int, int], None] = lambda _before, _after: None
         # Copies the logs of the partitions this broker follows (a cluster member only).
         self.fetchers: FetcherManager | None = None
         self._loaded = False
@@ -165,6 +167,7 @@ class TopicManager:
         asyncio.get_running_loop().create_task(self._alter_isr(partition, isr))
 
     async def _alter_isr(self, partition: Partition, isr: list[int]) -> None:
+        before = len(partition.isr)
         try:
             ok = await self.store.alter_isr(
                 partition.topic, partition.index, partition.leader_epoch, isr
@@ -174,6 +177,8 @@ class TopicManager:
                 "ISR change not written", extra={"partition": partition.name, "error": str(exc)}
             )
             ok = False
+        if ok:
+            self.isr_changed(before, len(isr))
         if not ok:
             # The state moved under us (or the store is unreachable): the image brings the
             # current one, and a leader whose epoch moved steps down through become().
