@@ -4,6 +4,7 @@ reading from the replica in their rack. Real etcd, real brokers, real clients an
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -199,3 +200,24 @@ def test_a_consumer_reads_from_the_replica_in_its_rack(cluster_factory: Factory)
     assert got == 100
     assert "serving a consumer from a follower replica" in cluster.broker(2).logs(300)
     assert "serving a consumer from a follower replica" not in cluster.broker(3).logs(300)
+
+    # partita's own consumer, in rack c: broker 3's follower serves it.
+    from partita.client.consumer import AsyncConsumer  # noqa: PLC0415
+
+    async def own() -> int:
+        consumer = AsyncConsumer(
+            bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest", client_rack="c"
+        )
+        await consumer.start()
+        try:
+            consumer.assign([("near", 0)])
+            seen = 0
+            deadline = time.monotonic() + 30
+            while seen < 100 and time.monotonic() < deadline:
+                seen += len(await consumer.getmany(timeout_ms=500))
+            return seen
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(own()) == 100
+    assert "serving a consumer from a follower replica" in cluster.broker(3).logs(300)

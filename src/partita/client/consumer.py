@@ -52,6 +52,9 @@ class _PartitionState:
     # Bumped whenever the position is moved by the application (seek, reset, pause): a
     # fetch that was already in flight for the old position is then thrown away.
     epoch: int = 0
+    # KIP-392: the replica the leader told us to read from (one in our client_rack);
+    # -1: the leader. Dropped at the first error from it.
+    read_replica: int = -1
 
 
 @dataclass(slots=True)
@@ -440,7 +443,8 @@ class AsyncConsumer:
             await self._reset_to_policy(missing)
         by_leader: dict[int, list[TopicPartition]] = {}
         for tp in active:
-            leader = await self._leader(tp)
+            replica = self._partitions[tp].read_replica
+            leader = replica if replica in self.cluster.brokers else await self._leader(tp)
             if leader < 0:  # being elected: fetched once the metadata names a leader
                 with contextlib.suppress(Exception):
                     await self.cluster.refresh([tp[0]], auto_create=False)
@@ -484,6 +488,12 @@ class AsyncConsumer:
                 tp = (topic.topic, p.partition_index)
                 state = self._partitions.get(tp)
                 if state is None or state.paused or state.epoch != epochs.get(tp):
+                    continue
+                if p.error_code and state.read_replica >= 0:
+                    state.read_replica = -1  # the follower cannot serve: back to the leader
+                    continue
+                if p.preferred_read_replica >= 0 and p.preferred_read_replica != leader:
+                    state.read_replica = p.preferred_read_replica  # no records come with it
                     continue
                 if p.error_code == OFFSET_OUT_OF_RANGE:
                     state.position = state.delivered = None
