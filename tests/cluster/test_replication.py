@@ -57,15 +57,20 @@ def rf3(cluster_factory: Factory) -> LocalCluster:
     return cluster_factory(3, None, min_insync_replicas="2")
 
 
-@pytest.mark.parametrize("fault", ["kill", "pause", "term"])
+@pytest.mark.parametrize("fault", ["kill", "pause", "term", "kill-follower"])
 def test_a_leader_fails_under_an_idempotent_acks_all_producer(
     rf3: LocalCluster, fault: str
 ) -> None:
     _topic(rf3, "chaos")
     victim = leader_of(rf3, "chaos", 0)
+    if fault == "kill-follower":
+        # A follower dies mid-append (copying under load) and must recover to a prefix
+        # of its leader's log.
+        follower = layout(rf3.broker(1), "chaos")[0].replica_nodes
+        victim = rf3.broker(next(r for r in follower if r != victim.node_id))
     with producing(rf3.bootstrap, "chaos", PARTITIONS) as ledger:
         until(lambda: len(ledger.acked) > 300, 30, "a steady stream of acks")
-        if fault == "kill":
+        if fault in ("kill", "kill-follower"):
             victim.kill()
         elif fault == "pause":
             with paused(victim):
