@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from tests.integration.conftest import BrokerProcess
 from tests.kafka.real_kafka import (
     HERE,

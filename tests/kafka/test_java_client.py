@@ -13,11 +13,11 @@ from collections import defaultdict
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from partita.client.murmur2 import partition_for_key
 from tests.integration.conftest import BrokerProcess
 from tests.kafka.conftest import JavaProgram
 from tests.kafka.real_kafka import KafkaCluster
-
-from partita.client.murmur2 import partition_for_key
 
 pytestmark = pytest.mark.kafka
 

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from tests.kafka.conftest import GROUP_SETTINGS
 from tests.kafka.real_kafka import real_kafka, run_tool
 
@@ -27,6 +28,7 @@ def leaders(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int]]]:
     return found
 
 
+@pytest.mark.slow  # about a minute: three JVMs start, fail over, restart and stop
 def test_three_node_cluster_fails_over_and_stops(kafka_jars: None, tmp_path: Path) -> None:
     # a dead broker is fenced after its session times out (9 s by default): sooner here
     settings = {

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
 from tests.integration.conftest import BrokerProcess
 from tests.kafka.real_kafka import KafkaCluster, ToolResult, run_tool
 
