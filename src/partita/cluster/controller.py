@@ -96,10 +96,13 @@ class Controller:
             log.warning("no longer the controller", extra={"node_id": store.node_id})
             self.epoch = 0
         registered = image.brokers.get(store.node_id)
-        if not store.lease_trusted() or registered is None or not registered.electable:
+        if not store.lease_trusted() or registered is None:
             return
-        if image.controller_id == -1:
+        if image.controller_id == -1 and registered.electable:
             await self._campaign()
+        # A controller shutting down still moves leaderships, its own first (Kafka's
+        # controller handles its own controlled shutdown too): no one else can while it
+        # holds the controller key.
         if self.active:
             await self._reconcile()
 
