@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KpTopicPartition
 from kafka.admin import NewTopic as KpNewTopic
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
-from kafka import TopicPartition as KpTopicPartition
 from partita.cli.local_cluster import BrokerNode, LocalCluster, free_port
 from partita.protocol.records import Record, build_batch
 from tests.cluster.conftest import Factory, layout, metadata, request, until

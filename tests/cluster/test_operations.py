@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KpTopicPartition
+
 from partita.cli.local_cluster import LocalCluster
 from tests.cluster.conftest import Factory, layout, until
 from tests.cluster.faults import check_no_loss_no_duplicates, producing, read_all

@@ -11,25 +11,21 @@ import hashlib
 import shutil
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from tests.integration.conftest import BrokerProcess
 from tests.kafka.real_kafka import (
+    GROUP_SETTINGS,
     HERE,
     JARS_ROOT,
+    JavaProgram,
     KafkaCluster,
     KafkaUnavailableError,
     classpath,
     ensure_jars,
     real_kafka,
 )
-
-# Kafka's default waits 3 s for more members before a new group's first assignment; both
-# brokers skip that wait here, so a group test measures the protocol and not the delay.
-GROUP_SETTINGS = {"group.initial.rebalance.delay.ms": "0"}
 
 
 @pytest.fixture(scope="session")
@@ -55,31 +51,6 @@ def partita(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]
     process.start()
     yield process
     process.close()
-
-
-@dataclass(frozen=True)
-class JavaProgram:
-    """``tests/kafka/java/ClientCheck.java``, compiled against Kafka's client jars."""
-
-    classes: Path
-
-    def run(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [
-                "java",
-                "-Xmx256m",
-                "-XX:TieredStopAtLevel=1",
-                f"-Dlog4j2.configurationFile={HERE / 'log4j2-tools.properties'}",
-                "-cp",
-                classpath(self.classes),
-                "ClientCheck",
-                *args,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
 
 
 @pytest.fixture(scope="session")

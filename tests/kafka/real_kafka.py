@@ -43,6 +43,11 @@ TOOL_HEAP = "256m"
 TOOL_JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto")
 
 
+# Kafka's default waits 3 s for more members before a new group's first assignment; both
+# brokers skip that wait here, so a group test measures the protocol and not the delay.
+GROUP_SETTINGS = {"group.initial.rebalance.delay.ms": "0"}
+
+
 class KafkaUnavailableError(RuntimeError):
     """Kafka's jars or Java are missing: the tests that need Kafka fail with this reason."""
 
@@ -169,6 +174,31 @@ TOOLS = {
     "consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
     "storage": "kafka.tools.StorageTool",
 }
+
+
+@dataclass(frozen=True)
+class JavaProgram:
+    """``tests/kafka/java/ClientCheck.java``, compiled against Kafka's client jars."""
+
+    classes: Path
+
+    def run(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                "java",
+                "-Xmx256m",
+                "-XX:TieredStopAtLevel=1",
+                f"-Dlog4j2.configurationFile={HERE / 'log4j2-tools.properties'}",
+                "-cp",
+                classpath(self.classes),
+                "ClientCheck",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
 
 
 # --------------------------------------------------------------------------- brokers

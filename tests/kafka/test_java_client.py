@@ -16,8 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from partita.client.murmur2 import partition_for_key
 from tests.integration.conftest import BrokerProcess
-from tests.kafka.conftest import JavaProgram
-from tests.kafka.real_kafka import KafkaCluster
+from tests.kafka.real_kafka import JavaProgram, KafkaCluster
 
 pytestmark = pytest.mark.kafka
 

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kafka.conftest import GROUP_SETTINGS
-from tests.kafka.real_kafka import real_kafka, run_tool
+from tests.kafka.real_kafka import GROUP_SETTINGS, real_kafka, run_tool
 
 pytestmark = pytest.mark.kafka
 
