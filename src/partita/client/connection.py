@@ -112,7 +112,7 @@ class ResponseFrames(asyncio.BufferedProtocol):
         if transport is None or self.lost.done():
             return
         # transport.write calls pause_writing itself once its buffer is over the mark.
-        while backlog and not self._paused:
+        while backlog and not self._paused and not transport.is_closing():
             transport.write(backlog.popleft())
 
     def pause_writing(self) -> None:
