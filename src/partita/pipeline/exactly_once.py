@@ -1,0 +1,96 @@
+"""Did Spark read every produced flight exactly once? Checked from what the producer had
+acknowledged (records per partition, the values' CRC-32 sum, how many distinct values)
+against what the batch and streaming stages report having read (``JobResult``).
+
+Within a partition a record's offset is its identity: the batch read must hold offsets
+0 .. n-1 of each partition exactly (nothing missing, nothing beyond what was
+acknowledged) and as many distinct values, with the same CRC-32 sum, as were produced (a
+flight written twice by a retry would sit at two offsets with one value). The stream's
+micro-batches must follow one another without a gap or an overlap, from offset 0 to the
+end of every partition, their rows adding up to the records produced.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from partita.pipeline.spark_job import JobResult
+
+
+@dataclass(frozen=True, slots=True)
+class Produced:
+    per_partition: dict[int, int]
+    crc_sum: int
+    distinct: int
+
+    @property
+    def total(self) -> int:
+        return sum(self.per_partition.values())
+
+    @staticmethod
+    def of(values: list[bytes], per_partition: dict[int, int]) -> Produced:
+        return Produced(dict(per_partition), sum(zlib.crc32(v) for v in values), len(set(values)))
+
+
+@dataclass
+class Verdict:
+    problems: list[str] = field(default_factory=list)
+    summary: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def check(produced: Produced, result: JobResult) -> Verdict:
+    verdict = Verdict()
+    problems = verdict.problems
+    # The batch read.
+    for partition in sorted(set(produced.per_partition) | set(result.partition_rows)):
+        want = produced.per_partition.get(partition, 0)
+        rows = result.partition_rows.get(partition, 0)
+        span = result.partition_offsets.get(partition)
+        expected_span = (0, want - 1) if want else None
+        if rows != want or span != expected_span:
+            problems.append(
+                f"batch, partition {partition}: read {rows:,} records at offsets {span}, "
+                f"produced {want:,} (offsets {expected_span})"
+            )
+    if result.distinct_values != produced.distinct:
+        problems.append(
+            f"batch: {result.distinct_values:,} distinct flights read, {produced.distinct:,} "
+            "produced"
+        )
+    if result.value_crc_sum != produced.crc_sum:
+        problems.append("batch: the values read are not the values produced (CRC-32 sums differ)")
+    # The stream.
+    position = {p: 0 for p, n in produced.per_partition.items() if n}
+    for number, (start, end, rows) in enumerate(result.stream_offsets):
+        begin = start or dict.fromkeys(end, 0)  # the first batch may report no start
+        if any(begin.get(p, 0) != position.get(p, 0) for p in end):
+            problems.append(
+                f"stream, micro-batch {number}: starts at {begin}, the previous one ended at "
+                f"{position}"
+            )
+        offsets = sum(o - begin.get(p, 0) for p, o in end.items())
+        if offsets != rows:
+            problems.append(f"stream, micro-batch {number}: {rows:,} rows over {offsets:,} offsets")
+        position.update(end)
+    ends = {p: o for p, o in position.items() if o}
+    wanted_ends = {p: n for p, n in produced.per_partition.items() if n}
+    if ends != wanted_ends:
+        problems.append(f"stream: ended at offsets {ends}, the partitions end at {wanted_ends}")
+    if result.stream_rows_in != produced.total:
+        problems.append(f"stream: read {result.stream_rows_in:,} rows of {produced.total:,}")
+    if not problems:
+        verdict.summary = (
+            f"exactly once: the batch read offsets 0..n-1 of every partition, once each, "
+            f"{result.distinct_values:,} distinct flights whose CRC-32s add up to the "
+            f"produced ones'; the stream's {len(result.stream_offsets)} micro-batches follow "
+            f"one another from offset 0 to each partition's end, {result.stream_rows_in:,} "
+            "rows"
+        )
+    return verdict
