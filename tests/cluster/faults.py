@@ -5,17 +5,25 @@ that every acknowledged record is read back exactly once and replicas agree on d
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from partita.cli.local_cluster import BrokerNode, LocalCluster
+from partita.cli.local_cluster import BrokerNode, ClusterStartError, EtcdProcess, LocalCluster
+from partita.protocol.record_batch import HEADER_SIZE, read_header
+from partita.protocol.records import decode_records
+from partita.storage.inspection import summarize
 from tests.cluster.conftest import layout, until
 
 
@@ -159,3 +167,286 @@ def paused(broker: BrokerNode) -> Iterator[None]:
 
 def log_dir(broker: BrokerNode, topic: str, partition: int) -> Path:
     return broker.data_dir / f"{topic}-{partition}"
+
+
+# -- network partitions: etcd and each broker in a network namespace of its own -----------
+#
+# A bridge in the caller's namespace joins one veth pair per member; the caller (the
+# clients) reaches every member over the bridge. Isolating a member adds, in every other
+# member's namespace, a blackhole route to it: its packets still arrive but nothing
+# answers (its connections time out silently, as across a dead switch), and the others'
+# connections to it fail at once. The clients' namespace has no such route, so clients
+# still reach it. tc and iptables do not exist on these machines; routes need only `ip`.
+
+LAB_STATE = Path("/run/partita-chaos")
+BROKER_PORT = 9092
+ETCD_HOST_INDEX = 100
+
+
+def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check, timeout=20)
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    netns: str
+    host: str
+    veth: str
+
+
+class NetworkLab:
+    """A private subnet 10.213.K.0/24 on a bridge, members in namespaces of their own.
+
+    K is the first subnet no live lab holds (a lab's owner pid is kept under
+    /run/partita-chaos, so one left by a killed run is taken down and reused)."""
+
+    def __init__(self) -> None:
+        LAB_STATE.mkdir(parents=True, exist_ok=True)
+        # Once a lab is gone its addresses must not fall through to the default route
+        # (a client still retrying would send to the outside network): they are
+        # unreachable here unless a lab's bridge (a longer prefix) holds them.
+        ip("route", "replace", "unreachable", "10.213.0.0/16")
+        self.members: dict[str, Member] = {}
+        self.isolated: set[str] = set()
+        for k in range(256):
+            owner = LAB_STATE / f"{k}.pid"
+            if owner.exists() and _pid_alive(int(owner.read_text() or 0)):
+                continue
+            _take_down(k)
+            if ip("link", "add", f"pc{k}br", "type", "bridge", check=False).returncode != 0:
+                continue
+            owner.write_text(str(os.getpid()))
+            self.k = k
+            break
+        else:
+            raise RuntimeError("no free subnet for a network lab")
+        self.bridge = f"pc{self.k}br"
+        ip("addr", "add", f"10.213.{self.k}.254/24", "dev", self.bridge)
+        ip("link", "set", self.bridge, "up")
+
+    def add(self, name: str, host_index: int) -> Member:
+        member = Member(
+            name, f"partita-chaos-{self.k}-{name}", f"10.213.{self.k}.{host_index}",
+            f"pc{self.k}v{host_index}",
+        )  # fmt: skip
+        ip("netns", "add", member.netns)
+        ip("link", "add", member.veth, "type", "veth", "peer", "name", "eth0",
+           "netns", member.netns)  # fmt: skip
+        ip("link", "set", member.veth, "master", self.bridge, "up")
+        ip("-n", member.netns, "addr", "add", f"{member.host}/24", "dev", "eth0")
+        ip("-n", member.netns, "link", "set", "eth0", "up")
+        ip("-n", member.netns, "link", "set", "lo", "up")
+        self.members[name] = member
+        return member
+
+    def isolate(self, name: str) -> None:
+        """Cut ``name`` off from every other member; the clients still reach it."""
+        victim = self.members[name]
+        for other in self.members.values():
+            if other.name != name:
+                ip("-n", other.netns, "route", "replace", "blackhole", f"{victim.host}/32")
+        self.isolated.add(name)
+
+    def heal(self, name: str | None = None) -> None:
+        for victim_name in [name] if name else list(self.isolated):
+            victim = self.members[victim_name]
+            for other in self.members.values():
+                if other.name != victim_name:
+                    ip("-n", other.netns, "route", "del", "blackhole", f"{victim.host}/32",
+                       check=False)  # fmt: skip
+            self.isolated.discard(victim_name)
+
+    def close(self) -> None:
+        _take_down(self.k)
+        (LAB_STATE / f"{self.k}.pid").unlink(missing_ok=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _take_down(k: int) -> None:
+    """Remove lab K's namespaces, veths and bridge, whatever is left of them."""
+    for line in ip("netns", "list", check=False).stdout.splitlines():
+        netns = line.split()[0] if line.strip() else ""
+        if netns.startswith(f"partita-chaos-{k}-"):
+            ip("netns", "del", netns, check=False)
+    for line in ip("-o", "link", "show", check=False).stdout.splitlines():
+        name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
+        if name.startswith(f"pc{k}v") or name == f"pc{k}br":
+            ip("link", "del", name, check=False)
+
+
+class NamespacedEtcd(EtcdProcess):
+    """etcd in a lab member's namespace, on its address."""
+
+    def __init__(self, member: Member, data_dir: Path) -> None:
+        super().__init__(data_dir, client_port=2379)
+        self.member = member
+        self.peer_port = 2380
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.member.host}:{self.client_port}"
+
+    def start(self, timeout: float = 20.0) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        client = f"http://{self.member.host}:{self.client_port}"
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        args = [
+            "ip", "netns", "exec", self.member.netns, shutil.which("etcd") or "/usr/bin/etcd",
+            "--name", "partita-etcd", "--data-dir", str(self.data_dir),
+            "--listen-client-urls", client, "--advertise-client-urls", client,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"partita-etcd={peer}", "--log-level", "warn",
+        ]  # fmt: skip
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
+        self.proc = subprocess.Popen(args, stdout=log, stderr=log, start_new_session=True)
+        until(lambda: self.healthy() or self.proc.poll() is not None, timeout, "etcd healthy")  # type: ignore[union-attr]
+        if not self.healthy():
+            raise ClusterStartError(f"etcd exited:\n{self.logs()}")
+
+
+class NamespacedBroker(BrokerNode):
+    """A broker in a lab member's namespace, listening on its address (port 9092)."""
+
+    def __init__(self, member: Member, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.member = member
+        self.host = member.host
+        self.port = BROKER_PORT
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self, timeout: float = 60.0, wait: bool = True) -> None:
+        ready = self.data_dir.parent / f"{self.data_dir.name}.ready"
+        ready.unlink(missing_ok=True)
+        args = [
+            "ip", "netns", "exec", self.member.netns,
+            sys.executable, "-m", "partita.cli.main", "broker",
+            "--node-id", str(self.node_id), "--data-dir", str(self.data_dir),
+            "--listen", self.bootstrap, "--metadata", self.metadata, "--ready-file", str(ready),
+        ]  # fmt: skip
+        settings = dict(self.settings)
+        if self.rack:
+            settings["broker.rack"] = self.rack
+        for key, value in settings.items():
+            args += ["--set", f"{key}={value}"]
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
+        # `ip netns exec` execs the broker: the pid is the broker's, signals reach it.
+        self.proc = subprocess.Popen(args, stdout=log, stderr=log, start_new_session=True)
+        if wait:
+            self.wait_ready(ready, timeout)
+
+
+class NetnsCluster(LocalCluster):
+    """LocalCluster with etcd and every broker in namespaces of a NetworkLab."""
+
+    def __init__(
+        self,
+        base: Path,
+        lab: NetworkLab,
+        brokers: int = 3,
+        settings: dict[str, str] | None = None,
+        data_dirs: dict[int, Path] | None = None,
+    ) -> None:
+        super().__init__(base, brokers, settings=settings, etcd_endpoints="-")
+        self.lab = lab
+        self.etcd = NamespacedEtcd(lab.add("etcd", ETCD_HOST_INDEX), base / "etcd")
+        self.metadata = f"etcd://{self.etcd.endpoint}/partita"
+        self.brokers = [
+            NamespacedBroker(
+                lab.add(f"b{n}", n),
+                n,
+                (data_dirs or {}).get(n, base / f"broker-{n}"),
+                self.metadata,
+                None,
+                settings,
+            )
+            for n in range(1, brokers + 1)
+        ]
+        for broker in self.brokers:  # beside the others, even for a data dir on a tmpfs
+            broker.log_path = base / f"broker-{broker.node_id}.log"
+
+
+# -- a full disk ---------------------------------------------------------------------------
+
+
+@contextmanager
+def tmpfs(mount_point: Path, size_mb: int) -> Iterator[Path]:
+    """A tmpfs of ``size_mb`` MiB mounted at ``mount_point`` (needs root)."""
+    mount_point.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(mount_point)],
+                   check=True, capture_output=True, timeout=20)  # fmt: skip
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False, timeout=20)
+
+
+def fill(directory: Path, name: str = "filler") -> Path:
+    """Write zeros into ``directory`` until its file system is full."""
+    path = directory / name
+    chunk = bytes(1 << 20)
+    with open(path, "wb", buffering=0) as out:
+        try:
+            while True:
+                out.write(chunk)
+        except OSError:
+            pass
+        try:
+            while True:
+                out.write(chunk[:4096])
+        except OSError:
+            pass
+    return path
+
+
+# -- what each replica holds on disk, read after a clean stop -----------------------------
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    offset: int
+    value: bytes
+    leader_epoch: int
+    producer_id: int
+    sequence: int
+
+
+def stored_records(data_dir: Path, topic: str, partition: int) -> list[StoredRecord]:
+    """Every complete record batch's records in one replica's segment files, in order."""
+    out = []
+    for path in sorted((data_dir / f"{topic}-{partition}").glob("*.log")):
+        data = path.read_bytes()
+        pos = 0
+        while pos + HEADER_SIZE <= len(data):
+            header = read_header(data, pos)
+            if pos + header.size > len(data):
+                break
+            batch_header, records = decode_records(data[pos : pos + header.size])
+            for i, record in enumerate(records):
+                sequence = batch_header.base_sequence + i if batch_header.base_sequence >= 0 else -1
+                out.append(
+                    StoredRecord(
+                        record.offset, record.value or b"", batch_header.partition_leader_epoch,
+                        batch_header.producer_id, sequence,
+                    )
+                )  # fmt: skip
+            pos += header.size
+    return out
+
+
+def checkpointed_high_watermarks(data_dir: Path) -> dict[tuple[str, int], int]:
+    return {(s.topic, s.partition): s.high_watermark for s in summarize(data_dir)}
