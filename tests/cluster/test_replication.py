@@ -220,3 +220,24 @@ def test_a_consumer_group_survives_its_coordinators_death(rf3: LocalCluster) -> 
     consumer.close()
     assert after == committed  # nothing committed was lost or moved back
     assert sorted(seen + rest) == sorted(b"g%04d" % i for i in range(300))
+
+
+def test_deleted_records_stay_deleted_after_a_failover(rf3: LocalCluster) -> None:
+    _topic(rf3, "trimmed", 1)
+    producer = Producer({"bootstrap.servers": rf3.bootstrap, "acks": "all"})
+    for i in range(100):
+        producer.produce("trimmed", b"%d" % i)
+    assert producer.flush(20) == 0
+    admin = AdminClient({"bootstrap.servers": rf3.bootstrap})
+    admin.delete_records([TopicPartition("trimmed", 0, 60)])[
+        TopicPartition("trimmed", 0, 60)
+    ].result(20)
+    producer.produce("trimmed", b"more")  # the followers' next fetch carries the log start
+    assert producer.flush(20) == 0
+    leader = leader_of(rf3, "trimmed", 0)
+    leader.kill()
+    until(lambda: leader_of(rf3, "trimmed", 0) is not leader, 20, "a new leader")
+    consumer = Consumer({"bootstrap.servers": rf3.bootstrap, "group.id": "trim"})
+    low, high = consumer.get_watermark_offsets(TopicPartition("trimmed", 0), timeout=10)
+    consumer.close()
+    assert (low, high) == (60, 101)

@@ -54,6 +54,8 @@ class FollowedPartition(Protocol):
 
     def follow_high_watermark(self, leader_high_watermark: int) -> None: ...
 
+    def follow_log_start(self, leader_log_start: int) -> None: ...
+
     def truncate_to(self, offset: int) -> int: ...
 
     @property
@@ -296,6 +298,7 @@ class FetcherManager:
                     )  # fmt: skip
                     return
         partition.follow_high_watermark(answer.high_watermark)
+        partition.follow_log_start(answer.log_start_offset)
 
     async def _on_error(self, connection: BrokerConnection, followed: _Followed, code: int) -> None:
         partition = followed.partition

@@ -36,6 +36,7 @@ from partita.errors import (
     FencedLeaderEpochError,
     InvalidRecordError,
     KafkaStorageError,
+    NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
@@ -49,6 +50,7 @@ from partita.protocol.record_batch import (
     iter_headers,
 )
 from partita.replication.progress import LeaderProgress
+from partita.storage.file_region import FileRegion
 from partita.storage.log import AppendInfo, PartitionLog
 
 log = logging.getLogger(__name__)
@@ -228,7 +230,45 @@ class Partition:
         """The store refused our change (the state moved): the next fetch may retry."""
         self.pending_isr = None
 
+    # -- reads and the committed point ---------------------------------------------------
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    def read(
+        self, offset: int, max_bytes: int, *, for_follower: bool, min_one_batch: bool
+    ) -> FileRegion | None:
+        """Consumers never see past the high watermark (with no transactions, the last
+        stable offset is the same); a follower reads to the log end, which it must copy
+        before the high watermark can move."""
+        upper = self.log.log_end_offset if for_follower else self.log.high_watermark
+        return self.log.read(offset, max_bytes, max_offset=upper, min_one_batch=min_one_batch)
+
+    def check_enough_replicas(self) -> None:
+        """acks=all is refused before anything is written while the ISR is smaller than
+        min.insync.replicas (NOT_ENOUGH_REPLICAS)."""
+        required = self.min_insync_replicas
+        if len(self.isr) < required:
+            raise NotEnoughReplicasError(
+                f"{self.name} has {len(self.isr)} in-sync replicas, min.insync.replicas={required}"
+            )
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: the log start moves up to ``offset`` (-1: the high watermark),
+        never past the high watermark; followers follow it from their fetches."""
+        low = self.log.delete_records(offset)
+        self.wake_waiters()
+        return low
+
     # -- follower ------------------------------------------------------------------------
+
+    def follow_log_start(self, leader_log_start: int) -> None:
+        """The leader moved its log start (DeleteRecords, retention): so do we, as far as
+        what we hold is committed."""
+        target = min(leader_log_start, self.log.high_watermark)
+        if target > self.log.log_start_offset:
+            self.log.delete_records(target)
 
     def append_as_follower(self, records: bytes | memoryview) -> AppendInfo:
         try:

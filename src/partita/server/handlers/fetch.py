@@ -86,15 +86,12 @@ class _FetchPass:
                     result.last_stable_offset = plog.high_watermark
                     result.log_start_offset = plog.log_start_offset
                     limit = min(fp.partition_max_bytes, budget)
-                    # Consumers never see past the high watermark (with no transactions
-                    # the last stable offset is the same); followers read to the log end.
-                    upper = plog.high_watermark if replica < 0 else plog.log_end_offset
                     region = None
                     if limit > 0 or first_data:
-                        region = plog.read(
+                        region = partition.read(
                             fp.fetch_offset,
                             max(limit, 0),
-                            max_offset=upper,
+                            for_follower=replica >= 0,
                             min_one_batch=first_data,
                         )
                     if region is not None:

@@ -93,8 +93,8 @@ def handle_delete_records(broker: Broker, _header: RequestHeader, request: Any) 
         results = []
         for p in t.partitions:
             try:
-                plog = broker.topics.leader_partition(t.name, p.partition_index).log
-                low = plog.delete_records(p.offset)
+                partition = broker.topics.leader_partition(t.name, p.partition_index)
+                low = partition.delete_records(p.offset)
                 results.append(
                     _DPartition(partition_index=p.partition_index, low_watermark=low, error_code=0)
                 )

@@ -17,7 +17,6 @@ from partita.errors import (
     InvalidTopicError,
     KafkaError,
     NotEnoughReplicasAfterAppendError,
-    NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
     TransactionalIdNotSupportedError,
@@ -91,18 +90,13 @@ def _append_one(
             raise InvalidTopicError(f"cannot append to internal topic {topic}")
         partition = broker.topics.leader_partition(topic, index)
         if request.acks == -1:
-            required = partition.log.config.min_insync_replicas
-            if len(partition.isr) < required:
-                raise NotEnoughReplicasError(
-                    f"{topic}-{index} has {len(partition.isr)} in-sync replicas, "
-                    f"min.insync.replicas={required}"
-                )
+            partition.check_enough_replicas()
         if not records:
             raise InvalidRecordError("no record batch in the produce request")
         info = partition.append(records)
         if info.batches:  # zero for a retried idempotent batch already in the log
             broker.metrics.appended(topic, info.last_offset - info.first_offset + 1, info.bytes)
-        if request.acks == -1 and partition.log.high_watermark <= info.last_offset:
+        if request.acks == -1 and partition.high_watermark <= info.last_offset:
             waiting.append((partition, info.last_offset + 1))
         return _Partition(
             index=index,
@@ -204,7 +198,7 @@ def _replication_outcome(waiting: _Replicating) -> tuple[int, str] | None:
             f"leadership of {partition.name} moved before the batch was committed",
         )
     required = partition.min_insync_replicas
-    if partition.log.high_watermark >= waiting.required:
+    if partition.high_watermark >= waiting.required:
         return _COMMITTED
     if len(partition.isr) < required:
         return (
