@@ -170,6 +170,22 @@ def test_drain_and_plan_through_the_cli(cluster_factory: Factory, tmp_path: Path
     load = Counter(r for p in layout(cluster.broker(1), "spread").values() for r in p.replica_nodes)
     assert max(load.values()) - min(load.values()) <= 1
     assert len(read_all(cluster.bootstrap, "spread", 8)) == 8
+    # A plan naming a topic that does not exist, or not JSON at all, starts nothing.
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        json.dumps({"version": 1, "partitions": [
+            {"topic": "spread", "partition": 0, "replicas": [4, 1, 2]},
+            {"topic": "nosuch", "partition": 0, "replicas": [1, 2, 3]},
+        ]})
+    )  # fmt: skip
+    before = layout(cluster.broker(1), "spread")[0].replica_nodes
+    refused = _partita(cluster, "reassign", "execute", str(bad))
+    assert refused.returncode == 1
+    assert "nosuch-0" in refused.stderr and "Traceback" not in refused.stderr
+    assert layout(cluster.broker(1), "spread")[0].replica_nodes == before
+    bad.write_text("{not json")
+    garbled = _partita(cluster, "reassign", "execute", str(bad))
+    assert garbled.returncode == 1 and "is not a reassignment plan" in garbled.stderr
 
 
 def test_a_consumer_reads_from_the_replica_in_its_rack(cluster_factory: Factory) -> None:

@@ -63,6 +63,21 @@ async def _current(
     return current, {b.node_id: b.rack for b in cluster.brokers}
 
 
+async def _check_plan(admin: AsyncAdmin, planned: Plan) -> None:
+    """Refuse a plan naming topics, partitions or brokers that do not exist, before any
+    move starts."""
+    cluster = await admin.describe_cluster()
+    brokers = {b.node_id for b in cluster.brokers}
+    known = {(t.name, p.partition) for t in await admin.describe_topics(None) for p in t.partitions}
+    missing = sorted(tp for tp in planned if tp not in known)
+    if missing:
+        names = ", ".join(f"{t}-{p}" for t, p in missing[:5])
+        raise ValueError(f"the plan names partitions that do not exist: {names}")
+    strangers = sorted({b for replicas in planned.values() for b in replicas} - brokers)
+    if strangers:
+        raise ValueError(f"the plan names brokers that are not in the cluster: {strangers}")
+
+
 @app.command("plan")
 def plan_cmd(
     topics: str = typer.Option(..., "--topics", help="Comma-separated topics to balance."),
@@ -121,6 +136,7 @@ def execute(
 
     async def go() -> dict[tuple[str, int], tuple[int, str | None]]:
         async with AsyncAdmin(bootstrap) as admin:
+            await _check_plan(admin, planned)
             if throttle:
                 await admin.set_replication_throttle(throttle)
             results = await admin.alter_partition_reassignments(dict(planned))
