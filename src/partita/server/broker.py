@@ -17,6 +17,7 @@ from partita.cluster.embedded_store import EmbeddedMetadataStore
 from partita.cluster.model import BrokerInfo
 from partita.cluster.store import MetadataStore
 from partita.replication.fetcher import FetcherManager
+from partita.replication.throttle import ByteRateLimit
 from partita.server.cluster_node import ClusterNode
 from partita.server.config import BrokerConfig
 from partita.server.groups import GroupService
@@ -66,6 +67,8 @@ class Broker:
         self.logs.config_for = self.topics.log_config
         self.groups = GroupService(self)
         self.metrics = BrokerMetrics(self)
+        # What this broker, as a leader, sends to replicas a reassignment is adding.
+        self.reassignment_limit = ByteRateLimit(self._leader_throttle)
         self.topics.isr_changed = self.metrics.isr_changed
         self._dir_lock: DataDirLock | None = None
 
@@ -74,6 +77,10 @@ class Broker:
         rack = self.config.get("broker.rack") or None
         host, port = self.config.advertised_address() or (self.listener.host, self.listener.port)
         return BrokerInfo(self.node_id, host, port, rack)
+
+    def _leader_throttle(self) -> int:
+        dynamic = self.store.dynamic_broker_configs.get("leader.replication.throttled.rate")
+        return int(dynamic or self.config.get_int("leader.replication.throttled.rate"))
 
     def _follower_throttle(self) -> int:
         """follower.replication.throttled.rate: set at run time (cluster-wide), else

@@ -86,6 +86,15 @@ class _FetchPass:
                     result.last_stable_offset = plog.high_watermark
                     result.log_start_offset = plog.log_start_offset
                     limit = min(fp.partition_max_bytes, budget)
+                    throttled = replica >= 0 and replica in partition.adding
+                    if throttled:
+                        allowed = self.broker.reassignment_limit.allowance()
+                        if allowed is not None:
+                            # leader.replication.throttled.rate: a moving replica gets
+                            # what the bucket holds, nothing until it refills.
+                            limit = min(limit, allowed)
+                            if limit <= 0:
+                                continue
                     region = None
                     if limit > 0 or first_data:
                         region = partition.read(
@@ -98,6 +107,8 @@ class _FetchPass:
                         # Big regions go out by sendfile, straight from the page cache.
                         records = region if region.length >= SENDFILE_FROM else region.read()
                         result.records = records
+                        if throttled:
+                            self.broker.reassignment_limit.spend(len(records))
                         budget -= len(records)
                         self.bytes += len(records)
                         first_data = False
