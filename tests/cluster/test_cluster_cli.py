@@ -63,6 +63,7 @@ def test_cluster_up_describe_and_a_clean_stop(tmp_path: Path) -> None:
             skew = _partita("-b", servers, "cluster", "describe")
             assert "hottest orders/P" in skew.stdout, skew.stdout
             assert "biggest partitions" in skew.stdout
+            assert "bytes-in/s" in skew.stdout
             topic = _partita("-b", servers, "topic", "describe", "orders")
             assert topic.returncode == 0 and "offline" in topic.stdout
         finally:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import signal
 import threading
 from collections import Counter
@@ -96,8 +98,14 @@ async def _describe_cluster(bootstrap: str) -> ClusterDescription:
 def describe(
     bootstrap: str = bootstrap_option(),
     topics: list[str] = typer.Argument(None, help="Only these topics (default: all)."),
+    sample: float = typer.Option(
+        1.0,
+        "--sample",
+        help="Seconds between two looks at the partitions' sizes, to show bytes-in per "
+        "second per broker and per partition (0: don't).",
+    ),
 ) -> None:
-    """Brokers (rack, controller, leaders, replicas, bytes on disk), per broker the
+    """Brokers (rack, controller, leaders, replicas, bytes on disk, bytes in), per broker the
     partitions it leads and follows (Broker 1: orders/P0-Leader | orders/P1-Follower ...),
     and the skew: the biggest partitions, their share of the bytes, and how uneven the
     partitions and the brokers' led bytes are (max / mean), so a hot key shows at once."""
@@ -116,12 +124,21 @@ def describe(
                 sizes[broker.node_id] = sum(replica_sizes[broker.node_id].values())
             except Exception:
                 sizes[broker.node_id] = -1  # unreachable right now: shown as "?"
+        if sample > 0:
+            await asyncio.sleep(sample)
+            for node, before in list(replica_sizes.items()):
+                with contextlib.suppress(Exception):
+                    after = await admin.describe_log_dirs(node)
+                    rates[node] = {
+                        tp: max(0, size - before.get(tp, 0)) / sample for tp, size in after.items()
+                    }
         return cluster, described, sizes, replica_sizes
 
     async def go() -> tuple[Any, list[Any], dict[int, int], Any]:
         async with AsyncAdmin(bootstrap) as admin:
             return await gather(admin)
 
+    rates: dict[int, dict[tuple[str, int], float]] = {}  # bytes-in/s, per replica
     cluster, described, sizes, replica_sizes = run_client(bootstrap, go())
     leaders: Counter[int] = Counter()
     replicas: Counter[int] = Counter()
@@ -130,13 +147,24 @@ def describe(
             leaders[p.leader] += 1
             replicas.update(p.replicas)
     stdout_console().print(f"cluster {cluster.cluster_id}  controller {cluster.controller}")
-    _print_brokers(cluster, leaders, replicas, sizes)
+    led_rates = {
+        (t.name, p.partition): rates.get(p.leader, {}).get((t.name, p.partition), 0.0)
+        for t in described
+        for p in t.partitions
+    }
+    rate_of = Counter[int]()
+    for t in described:
+        for p in t.partitions:
+            rate_of[p.leader] += int(led_rates[(t.name, p.partition)])
+    _print_brokers(cluster, leaders, replicas, sizes, rate_of if rates else None)
     _print_layout(cluster, described)
-    _print_skew(described, replica_sizes)
+    _print_skew(described, replica_sizes, led_rates if rates else None)
 
 
 def _print_skew(
-    described: list[TopicDescription], replica_sizes: dict[int, dict[tuple[str, int], int]]
+    described: list[TopicDescription],
+    replica_sizes: dict[int, dict[tuple[str, int], int]],
+    rates: dict[tuple[str, int], float] | None = None,
 ) -> None:
     """Partition sizes as their leaders hold them; the hottest first."""
     from rich.table import Table  # noqa: PLC0415
@@ -155,10 +183,12 @@ def _print_skew(
         return
     sized.sort(reverse=True)
     table = Table(title="biggest partitions (bytes on their leader)")
-    for column in ("partition", "leader", "bytes", "share"):
+    for column in ("partition", "leader", "bytes", "share", "bytes-in/s"):
         table.add_column(column)
     for size, name, leader in sized[:10]:
-        table.add_row(name, str(leader), f"{size:,}", f"{size / total:.0%}")
+        topic_name, _, index = name.rpartition("/P")
+        rate = "-" if rates is None else f"{int(rates.get((topic_name, int(index)), 0)):,}"
+        table.add_row(name, str(leader), f"{size:,}", f"{size / total:.0%}", rate)
     console = stdout_console()
     console.print(table)
     mean = total / len(sized)
@@ -176,15 +206,17 @@ def _print_brokers(
     leaders: Counter[int] | dict[int, int],
     replicas: Counter[int] | dict[int, int],
     sizes: dict[int, int],
+    bytes_in: Counter[int] | None = None,
 ) -> None:
     from rich.table import Table  # noqa: PLC0415
 
     table = Table()
-    for column in ("broker", "address", "rack", "role", "leaders", "replicas", "bytes"):
+    columns = ["broker", "address", "rack", "role", "leaders", "replicas", "bytes"]
+    for column in columns + (["bytes-in/s"] if bytes_in is not None else []):
         table.add_column(column)
     for b in cluster.brokers:
         size = sizes.get(b.node_id)
-        table.add_row(
+        row = [
             str(b.node_id),
             f"{b.host}:{b.port}",
             b.rack or "-",
@@ -192,7 +224,10 @@ def _print_brokers(
             str(leaders.get(b.node_id, 0)),
             str(replicas.get(b.node_id, 0)),
             "-" if size is None else "?" if size < 0 else f"{size:,}",
-        )
+        ]
+        if bytes_in is not None:
+            row.append(f"{bytes_in.get(b.node_id, 0):,}")
+        table.add_row(*row)
     stdout_console().print(table)
 
 
