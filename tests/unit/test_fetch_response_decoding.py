@@ -17,8 +17,10 @@ from partita.protocol.fetch_response import (
     PartitionResult,
     TopicResult,
     decode_fetch_response_v11,
+    decode_fetch_response_v12,
     encode_fetch_response,
 )
+from partita.protocol.wire import MalformedRequestError
 
 Topic = FetchResponse.FetchableTopicResponse
 Partition = Topic.PartitionData
@@ -156,3 +158,37 @@ def test_a_negative_aborted_transaction_count_other_than_null_is_refused() -> No
     body[-15:-11] = (-2).to_bytes(4, "big", signed=True)
     with pytest.raises(CorruptRecordError, match="aborted"):
         decode_fetch_response_v11(memoryview(bytes(body)))
+
+
+def test_v12_with_a_diverging_epoch_decodes() -> None:
+    """What a follower reads (v12, flexible): the DivergingEpoch tag comes through, and
+    kafka-python's decoder agrees with ours on every field."""
+    records = bytes(range(256)) * 3
+    chunks = encode_fetch_response(
+        12,
+        [
+            TopicResult(
+                "orders",
+                uuid.uuid4(),
+                [
+                    PartitionResult(0, high_watermark=42, log_start_offset=7, records=records),
+                    PartitionResult(1, diverging_epoch=(3, 120), records=b""),
+                    PartitionResult(2, error_code=6, records=None),
+                ],
+            )
+        ],
+    )
+    body = b"".join(c for c in chunks if isinstance(c, bytes))
+    (topic,) = decode_fetch_response_v12(memoryview(body)).responses
+    first, second, third = topic.partitions
+    assert topic.topic == "orders"
+    assert (first.high_watermark, first.log_start_offset, first.diverging_epoch) == (42, 7, None)
+    assert first.records is not None and bytes(first.records) == records
+    assert second.diverging_epoch == (3, 120)
+    assert (third.error_code, third.records) == (6, None)
+    theirs = FetchResponse.decode(body, version=12)
+    assert theirs.responses[0].partitions[1].diverging_epoch.epoch == 3
+    assert theirs.responses[0].partitions[1].diverging_epoch.end_offset == 120
+    for cut in range(0, len(body) - 1, 7):
+        with pytest.raises((CorruptRecordError, MalformedRequestError)):
+            decode_fetch_response_v12(memoryview(body[:cut]))

@@ -81,4 +81,4 @@ def test_truncation_when_our_epoch_is_unknown_to_the_leader(tmp_path: Path) -> N
 
 def test_truncation_when_the_leader_knows_no_epoch(tmp_path: Path) -> None:
     epochs = _cache(tmp_path, [(4, 10)])
-    assert truncation_for(epochs, 30, -1, -1).offset == 0
+    assert truncation_for(epochs, 30, -1, -1, high_watermark=12).offset == 12  # Kafka's fallback

@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass
 
 from partita.errors import CorruptRecordError
-from partita.protocol.wire import encode_uvarint
+from partita.protocol.wire import encode_uvarint, read_uvarint, skip_tagged_fields
 from partita.storage.file_region import FileRegion
 
 _I16 = struct.Struct(">h")
@@ -140,6 +140,8 @@ class FetchedPartition:
     aborted_transactions: list[tuple[int, int]] | None  # (producer id, first offset)
     preferred_read_replica: int
     records: memoryview | None  # a view of the response frame: nothing copied
+    # v12+: (epoch, end offset) where a follower's log diverged from the leader's.
+    diverging_epoch: tuple[int, int] | None = None
 
 
 @dataclass(slots=True)
@@ -217,3 +219,61 @@ def decode_fetch_response_v11(body: memoryview) -> FetchedResponse:
             )
         topics.append(FetchedTopic(name, partitions))
     return FetchedResponse(throttle, error, session, topics)
+
+
+_I64_PAIR = struct.Struct(">iq")
+
+
+def decode_fetch_response_v12(body: memoryview) -> FetchedResponse:
+    """A FetchResponse v12 body (flexible: compact arrays and strings, tagged fields),
+    as a follower reads it; the DivergingEpoch tag is kept, the others skipped."""
+    reader = _Reader(body)
+    throttle, error, session = reader.unpack(_HEAD_V7)
+    topics: list[FetchedTopic] = []
+    for _ in range(_compact_count(reader)):
+        name = str(reader.take(_compact_count(reader)), "utf-8", "replace")
+        partitions: list[FetchedPartition] = []
+        for _ in range(_compact_count(reader)):
+            index, code, high_watermark, last_stable, log_start = reader.unpack(_PARTITION)
+            aborted: list[tuple[int, int]] | None = None
+            entries = _compact_count(reader, nullable=True)
+            if entries >= 0:
+                aborted = []
+                for _ in range(entries):
+                    producer, first = reader.unpack(_ABORTED)
+                    aborted.append((producer, first))
+                    _skip_tags(reader)
+            (preferred,) = reader.unpack(_I32)
+            size = _compact_count(reader, nullable=True)
+            records = None if size < 0 else reader.take(size)
+            diverging = None
+            tags, reader.pos = read_uvarint(reader.body, reader.pos)
+            for _ in range(tags):
+                tag, reader.pos = read_uvarint(reader.body, reader.pos)
+                length, reader.pos = read_uvarint(reader.body, reader.pos)
+                field = reader.take(length)
+                if tag == 0 and length >= _I64_PAIR.size:
+                    diverging = _I64_PAIR.unpack_from(field, 0)
+            partitions.append(
+                FetchedPartition(
+                    index, code, high_watermark, last_stable, log_start, aborted, preferred,
+                    records, diverging,
+                )
+            )  # fmt: skip
+        _skip_tags(reader)
+        topics.append(FetchedTopic(name, partitions))
+    _skip_tags(reader)
+    return FetchedResponse(throttle, error, session, topics)
+
+
+def _compact_count(reader: _Reader, *, nullable: bool = False) -> int:
+    """A compact array's length or a compact string's size: a uvarint of n + 1 (0 is
+    null, -1 here)."""
+    value, reader.pos = read_uvarint(reader.body, reader.pos)
+    if value == 0 and not nullable:
+        raise CorruptRecordError("fetch response: a null where a value is required")
+    return value - 1
+
+
+def _skip_tags(reader: _Reader) -> None:
+    reader.pos = skip_tagged_fields(reader.body, reader.pos)

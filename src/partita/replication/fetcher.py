@@ -2,13 +2,15 @@
 their leaders, one connection and one task per leader broker, many partitions per Fetch.
 
 A partition joins its leader's fetcher when the image makes this broker its follower at
-a leader epoch. Before its first fetch at that epoch it finds where its log diverged from
-the leader's (OffsetForLeaderEpoch, ``truncation.truncation_for``) and cuts its log
-there, so that a former leader's unreplicated tail disappears and every replica holds
-the same bytes. Then it fetches from its log end, with its replica id and the leader
-epoch it follows (a stale one is refused by the leader: FENCED_LEADER_EPOCH), appends
-what comes back byte for byte (the leader's offsets and epochs) and follows the leader's
-high watermark. The leader learns the follower's log end from the fetch offset.
+a leader epoch. It fetches (v12) from its log end, with its replica id, the leader epoch
+it follows (a stale one is refused by the leader: FENCED_LEADER_EPOCH) and the epoch of
+the last batch it holds (LastFetchedEpoch). When that epoch does not end where our log
+does in the leader's log, the leader answers with a DivergingEpoch instead of records,
+and the follower cuts its log where the epochs say (``truncation.truncation_for``), so
+that a former leader's unreplicated tail disappears and every replica holds the same
+bytes (KIP-595). Otherwise it appends what comes back byte for byte (the leader's
+offsets and epochs) and follows the leader's high watermark and log start. The leader
+learns the follower's log end from the fetch offset.
 """
 
 from __future__ import annotations
@@ -23,12 +25,11 @@ from typing import Any, Protocol
 from kafka.protocol.consumer import (
     FetchRequest,
     ListOffsetsRequest,
-    OffsetForLeaderEpochRequest,
 )
 
 from partita.client.connection import BrokerConnection, ConnectionLostError
 from partita.errors import KafkaError, KafkaStorageError
-from partita.protocol.fetch_response import decode_fetch_response_v11
+from partita.protocol.fetch_response import decode_fetch_response_v12
 from partita.protocol.record_batch import LOG_OVERHEAD, iter_headers
 from partita.replication.truncation import truncation_for
 from partita.storage.log import PartitionLog
@@ -66,7 +67,6 @@ class FollowedPartition(Protocol):
 class _Followed:
     partition: FollowedPartition
     leader_epoch: int
-    truncated: bool = False  # divergence resolved at this epoch
 
 
 AddressOf = Callable[[int], tuple[str, int] | None]
@@ -143,7 +143,6 @@ class FetcherManager:
                     if connection is None:
                         await asyncio.sleep(BACKOFF_SECONDS)
                         continue
-                await self._truncate_diverged(connection, fetcher)
                 await self._fetch_once(connection, fetcher)
                 failing = False
             except asyncio.CancelledError:
@@ -177,59 +176,10 @@ class FetcherManager:
         await connection.connect()
         return connection
 
-    async def _truncate_diverged(
-        self, connection: BrokerConnection, fetcher: _LeaderFetcher
-    ) -> None:
-        for _round in range(10):
-            pending = [f for f in fetcher.partitions.values() if not f.truncated]
-            if not pending:
-                return
-            topics: dict[str, list[Any]] = {}
-            for f in pending:
-                p = f.partition
-                topics.setdefault(p.topic, []).append(
-                    OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition(
-                        partition=p.index,
-                        current_leader_epoch=f.leader_epoch,
-                        leader_epoch=p.log.epochs.latest_epoch,
-                    )
-                )
-            response = await connection.request(
-                OffsetForLeaderEpochRequest(
-                    version=3,
-                    replica_id=self.node_id,
-                    topics=[
-                        OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=t, partitions=ps)
-                        for t, ps in topics.items()
-                    ],
-                )
-            )
-            for topic in response.topics:
-                for answer in topic.partitions:
-                    followed = fetcher.partitions.get((topic.topic, answer.partition))
-                    if followed is None or followed.truncated:
-                        continue
-                    if answer.error_code:
-                        continue  # stale or future epoch: the image will catch up
-                    p = followed.partition
-                    if p.log.epochs.latest_epoch < 0:
-                        followed.truncated = True  # nothing of ours to doubt
-                        continue
-                    cut = truncation_for(
-                        p.log.epochs, p.log.log_end_offset, answer.leader_epoch, answer.end_offset
-                    )
-                    p.truncate_to(cut.offset)
-                    followed.truncated = cut.done
-        # Still not settled after ten rounds: fetch anyway and try again next pass.
-
     async def _fetch_once(self, connection: BrokerConnection, fetcher: _LeaderFetcher) -> None:
         # An offline replica (its disk failed, or filled up) fetches nothing: it falls
         # out of the ISR while the broker serves everything else.
-        ready = [
-            f
-            for f in fetcher.partitions.values()
-            if f.truncated and f.partition.log.offline_reason is None
-        ]
+        ready = [f for f in fetcher.partitions.values() if f.partition.log.offline_reason is None]
         if not ready:
             await asyncio.sleep(BACKOFF_SECONDS)
             return
@@ -244,13 +194,13 @@ class FetcherManager:
                     partition=p.index,
                     current_leader_epoch=f.leader_epoch,
                     fetch_offset=p.log.log_end_offset,
-                    last_fetched_epoch=-1,
+                    last_fetched_epoch=p.log.epochs.latest_epoch,
                     log_start_offset=p.log.log_start_offset,
                     partition_max_bytes=throttled_max if p.throttled else PARTITION_MAX_BYTES,
                 )
             )
         request = FetchRequest(
-            version=11,
+            version=12,
             replica_id=self.node_id,
             max_wait_ms=FETCH_MAX_WAIT_MS,
             min_bytes=1,
@@ -262,7 +212,7 @@ class FetcherManager:
             forgotten_topics_data=[],
             rack_id="",
         )
-        response = await connection.request(request, decoder=decode_fetch_response_v11)
+        response = await connection.request(request, decoder=decode_fetch_response_v12)
         errors = False
         throttled_bytes = 0
         for topic in response.responses:
@@ -274,6 +224,9 @@ class FetcherManager:
                     errors = True
                     await self._on_error(connection, followed, answer.error_code)
                     continue
+                if answer.diverging_epoch is not None:
+                    self._truncate(followed.partition, *answer.diverging_epoch)
+                    continue
                 self._apply(followed.partition, answer)
                 if followed.partition.throttled and answer.records is not None:
                     throttled_bytes += len(answer.records)
@@ -282,6 +235,16 @@ class FetcherManager:
         if throttled_bytes and rate:
             # Paced so that moving replicas copy at the throttled rate on average.
             await asyncio.sleep(throttled_bytes / rate)
+
+    @staticmethod
+    def _truncate(partition: FollowedPartition, epoch: int, end_offset: int) -> None:
+        """Cut where the leader's answer and our epochs agree; if our epochs skipped the
+        leader's, the next fetch (with our new last epoch) narrows it down further."""
+        log_ = partition.log
+        cut = truncation_for(
+            log_.epochs, log_.log_end_offset, epoch, end_offset, log_.high_watermark
+        )
+        partition.truncate_to(cut.offset)
 
     def _apply(self, partition: FollowedPartition, answer: Any) -> None:
         records = answer.records
@@ -312,8 +275,7 @@ class FetcherManager:
                     "follower restarted its log at the leader's log start",
                     extra={"partition": f"{partition.topic}-{partition.index}", "offset": start},
                 )
-            else:
-                followed.truncated = False  # check for divergence again
+
         # NOT_LEADER_OR_FOLLOWER, FENCED / UNKNOWN_LEADER_EPOCH: the image is about to say
         # who leads now; until then, back off.
 

@@ -171,6 +171,17 @@ class Partition:
             return self.isr
         return self.isr + [r for r in self.pending_isr if r not in self.isr]
 
+    def diverging(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
+        """KIP-595: (epoch, end offset) to send a follower whose log cannot be a prefix of
+        ours -- the epoch of its last batch ends earlier here than its fetch offset, or we
+        never had that epoch -- or None when it may go on fetching."""
+        if last_fetched_epoch < 0:
+            return None
+        epoch, end = self.log.epochs.end_offset_for(last_fetched_epoch, self.log.log_end_offset)
+        if epoch < last_fetched_epoch or end < fetch_offset:
+            return epoch, end
+        return None
+
     def record_follower_fetch(self, replica: int, fetch_offset: int) -> None:
         """A follower fetched from ``fetch_offset``: it holds everything below it."""
         if self.progress is None or replica not in self.progress.followers:

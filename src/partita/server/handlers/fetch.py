@@ -79,12 +79,20 @@ class _FetchPass:
                             result.last_stable_offset = plog.high_watermark
                             result.log_start_offset = plog.log_start_offset
                             continue
-                    if replica >= 0:
-                        # A follower: its fetch offset is its log end; it reads to ours.
-                        partition.record_follower_fetch(replica, fp.fetch_offset)
                     result.high_watermark = plog.high_watermark
                     result.last_stable_offset = plog.high_watermark
                     result.log_start_offset = plog.log_start_offset
+                    if replica >= 0:
+                        last_epoch = fp.last_fetched_epoch if self.version >= 12 else -1
+                        diverging = partition.diverging(last_epoch, fp.fetch_offset)
+                        if diverging is not None:
+                            # Its log must be cut first: answered now, no records, and its
+                            # fetch offset is not its log end yet.
+                            result.diverging_epoch = diverging
+                            self.errors = True  # ends the long poll
+                            continue
+                        # A follower: its fetch offset is its log end; it reads to ours.
+                        partition.record_follower_fetch(replica, fp.fetch_offset)
                     limit = min(fp.partition_max_bytes, budget)
                     throttled = replica >= 0 and replica in partition.adding
                     if throttled:
