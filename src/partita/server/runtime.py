@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import time
@@ -85,6 +86,11 @@ async def serve(
     if broker.cluster is not None:
         await broker.cluster.connect()  # the image first: it says which partitions are ours
     broker.startup()
+    # Everything loaded so far (modules, kafka-python's classes, the logs' indexes) lives
+    # as long as the broker: kept out of the collector's full passes, which otherwise
+    # walk it all again on every one of them, on the event loop.
+    gc.collect()
+    gc.freeze()
     server = BrokerServer(broker)
     broker.listener.port = await server.start(host, port)
     if broker.cluster is not None:
