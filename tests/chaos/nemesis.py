@@ -180,7 +180,7 @@ class Nemesis:
         victim = self.cluster.broker(node)
         self._fault("disk", "start", f"broker {node}", "tmpfs filled")
         self.filler = fill(mount)
-        self._sleep(8, 12)
+        self._sleep(10, 14)
         self.filler.unlink()
         self.filler = None
         code = victim.stop(30)

@@ -55,8 +55,15 @@ def plot(events: Sequence[Event], path: Path, title: str = "") -> None:
             ax.axvspan(w.start, w.heal, color=COLOURS.get(w.kind, "#cccccc"), alpha=0.18, lw=0)
         ax.grid(True, alpha=0.3)
     top = max(acked) * 1.25 + 1
+    # Label faults where there is room: a long run shows the kinds, a short one targets.
+    room = end / 45
+    labelled = -room
     for w in windows:
-        ax_tput.text(w.start, top * 0.97, f"{w.kind}\n{w.target}", fontsize=7, va="top",
+        if w.start - labelled < room:
+            continue
+        labelled = w.start
+        text = f"{w.kind}\n{w.target}" if len(windows) <= 20 else w.kind
+        ax_tput.text(w.start, top * 0.97, text, fontsize=7, va="top", rotation=0,
                      color=COLOURS.get(w.kind, "black"))  # fmt: skip
 
     ax_tput.plot(range(seconds), acked, color="#1f77b4", lw=1.2, label="acknowledged")

@@ -110,7 +110,7 @@ def run(config: RunConfig) -> RunResult:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         # Small segments: rolls happen under the faults, and a full disk bites soon (an
         # active segment keeps up to 1 MiB reserved ahead, capped at segment.bytes).
-        topic = NewTopic(TOPIC, config.partitions, 3, config={"segment.bytes": "65536"})
+        topic = NewTopic(TOPIC, config.partitions, 3, config={"segment.bytes": "32768"})
         admin.create_topics([topic])[TOPIC].result(30)
         del admin  # no client may outlive the lab: it would go on connecting
         nemesis = Nemesis(cluster, TOPIC, config.partitions, rec, rng, disk)

@@ -73,13 +73,15 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def unavailability(acks: dict[int, list[float]], start: float, end: float) -> float:
+def unavailability(
+    acks: dict[int, list[float]], start: float, end: float, inside: bool = False
+) -> float:
     """The longest time any partition went without an acknowledgement, among the gaps
-    that overlap [start, end]."""
+    that overlap [start, end] (``inside``: that lie within it)."""
     worst = 0.0
     for times in acks.values():
         for before, after in pairwise(times):
-            if after >= start and before <= end:
+            if (before >= start and after <= end) if inside else (after >= start and before <= end):
                 worst = max(worst, after - before)
     return worst
 
@@ -108,7 +110,7 @@ def figures(
     outcomes = [e for e in events if isinstance(e, Outcome) and e.value in sent_in]
     gaps = [unavailability(acks, w.start, w.end) for w in windows if start <= w.start < end]
     if not gaps:  # no fault: the longest gap of quiet running, for comparison
-        gaps_quiet = unavailability(acks, start, end)
+        gaps_quiet = unavailability(acks, start, end, inside=True)
         mean_gap, max_gap = gaps_quiet, gaps_quiet
     else:
         mean_gap = sum(gaps) / len(gaps) if gaps else 0.0

@@ -164,6 +164,17 @@ def test_lost_acknowledged_at_one_offset_read_at_another() -> None:
     assert len(checker.smallest_history(events, v)) == 2
 
 
+def test_lost_acknowledged_without_an_offset_must_still_be_read() -> None:
+    events = correct_history()
+    victim = acked(events)[1]
+    unknown_offset = Outcome(victim.t, victim.value, victim.partition, OK, -1)
+    events = _replace(events, victim, unknown_offset)
+    assert checker.check(events) == []
+    gone = [e for e in events if not (isinstance(e, Read) and e.value == victim.value)]
+    violations = checker.check(gone)
+    assert any(v.rule == "lost" and v.key == victim.value for v in violations)
+
+
 def test_failed_read_a_definitely_failed_value_is_read() -> None:
     events = correct_history()
     failed = next(e for e in events if isinstance(e, Outcome) and e.status == FAILED)

@@ -132,7 +132,12 @@ class ProducerClient(threading.Thread):
 
         def delivered(err: KafkaError | None, msg: Any) -> None:
             if err is None:
-                recorder.add(Outcome(recorder.now(), value, partition, OK, msg.offset()))
+                # librdkafka can report a retried value delivered without its offset (it
+                # knows a later sequence was acknowledged): -1, acknowledged at no known offset.
+                offset = msg.offset()
+                recorder.add(
+                    Outcome(recorder.now(), value, partition, OK, -1 if offset is None else offset)
+                )
             else:
                 status = classify(err.name(), self.idempotent)
                 recorder.add(Outcome(recorder.now(), value, partition, status, -1, err.name()))
