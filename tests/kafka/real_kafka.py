@@ -216,8 +216,15 @@ def free_ports(count: int) -> list[int]:
 
 
 def random_cluster_id() -> str:
-    """A cluster id as Kafka writes them: 16 random bytes, URL-safe base64, unpadded."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A cluster id as Kafka writes them: 16 random bytes, URL-safe base64, unpadded.
+
+    Never one starting with '-', which the storage tool's argument parser takes for an
+    option (Kafka's own Uuid.randomUuid draws again in that case too).
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 @dataclass
