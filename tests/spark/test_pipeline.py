@@ -1,47 +1,164 @@
 """The main job, end to end on a slice of the dataset: broker, produce, Spark batch and
-streaming, Parquet and topic outputs, and the report."""
+streaming, Parquet and topic outputs, and the report; then the same on a 3-broker cluster
+that loses a broker halfway through producing."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
+
+LIMIT = 20_000
+PIPELINE = [sys.executable, "-m", "partita.cli.main", "pipeline"]
+SLICE = ["--limit", str(LIMIT), "--max-offsets-per-trigger", "8000"]
+RESULT_TABLES = ("carrier_on_time", "route_on_time", "hourly_departures")
 
 
-def test_pipeline_runs_end_to_end_over_an_earlier_runs_files(tmp_path: Path) -> None:
-    work = tmp_path / "pipeline"
-    command = [
-        sys.executable,
-        "-m",
-        "partita.cli.main",
-        "pipeline",
-        "--work-dir",
-        str(work),
-        "--limit",
-        "20000",
-        "--max-offsets-per-trigger",
-        "8000",
-    ]
+@dataclass(frozen=True)
+class Run:
+    work: Path
+    report: str
+
+
+def _run(work: Path, *extra: str) -> Run:
+    done = subprocess.run(
+        [*PIPELINE, "--work-dir", str(work), *SLICE, *extra],
+        capture_output=True,
+        text=True,
+        timeout=840,
+        check=False,
+    )
+    assert done.returncode == 0, _failure(work, done)
+    return Run(work, done.stdout)
+
+
+def _failure(work: Path, done: subprocess.CompletedProcess[str]) -> str:
+    """What a failed run said: its report's end, the start of what it wrote on stderr
+    (where Spark's error is, before the plan it dumps) and the brokers' warnings."""
+    said = [done.stdout[-3000:], done.stderr[:4000], done.stderr[-2000:]]
+    for log in sorted((work / "cluster").glob("broker-*.log")):
+        lines = log.read_text(errors="replace").splitlines()
+        said += [f"{log.name}:", *[ln for ln in lines if "warn" in ln or "error" in ln][-20:]]
+    return "\n".join(said)
+
+
+def _flat(report: str) -> str:
+    """The report with every run of white space made one space: Rich wraps long lines at
+    80 columns when it prints to a pipe."""
+    return " ".join(report.split())
+
+
+def _rows(work: Path, table: str) -> list[tuple[object, ...]]:
+    rows = pq.read_table(work / "output" / f"{table}.parquet").to_pylist()
+    return sorted(tuple(sorted(row.items())) for row in rows)
+
+
+@pytest.fixture(scope="module")
+def single_broker_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    work = tmp_path_factory.mktemp("single") / "pipeline"
     # Leftovers of an earlier run (a checkpoint that would skip everything, stale output)
     # must not change the result: the job starts from a clean work dir.
     stale_checkpoint = work / "checkpoints" / "hourly" / "offsets"
     stale_checkpoint.mkdir(parents=True)
     (stale_checkpoint / "0").write_text('v1\n{}\n{"flights":{"0":999999}}\n')
     (work / "output" / "carrier_on_time.parquet").mkdir(parents=True)
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    report = done.stdout
+    return _run(work)
+
+
+@pytest.mark.timeout(900)
+def test_pipeline_runs_end_to_end_over_an_earlier_runs_files(single_broker_run: Run) -> None:
+    report = single_broker_run.report
     assert "produced to 'flights'" in report and "20,000" in report
     assert "Spark stream read (3 micro-batches)" in report
     assert "skew: the biggest partition holds" in report
-    out = work / "output"
+    assert "exactly once: the batch read offsets 0..n-1 of every partition" in _flat(report)
+    assert "kill -9" not in report and "failover" not in report
+    out = single_broker_run.work / "output"
     carriers = pq.read_table(out / "carrier_on_time.parquet").to_pylist()
     assert sum(row["flights"] for row in carriers) == 20_000
     hourly = pq.read_table(out / "hourly_departures.parquet")
     assert hourly.num_rows > 0
     assert 0 < sum(hourly.column("departures").to_pylist()) <= 20_000
+
+
+def _layouts(report: str) -> list[dict[int, str]]:
+    """Each printed per-broker layout, in order: broker id -> its line."""
+    layouts: list[dict[int, str]] = []
+    previous = 0  # the broker on the line before, 0 when it was no layout line
+    for line in report.splitlines():
+        match = re.match(r"\s*Broker (\d+): (.*)$", line)
+        if not match:
+            previous = 0
+            continue
+        node = int(match.group(1))
+        if node <= previous or previous == 0:
+            layouts.append({})
+        layouts[-1][node] = match.group(2).strip()
+        previous = node
+    return layouts
+
+
+@pytest.mark.timeout(900)
+def test_pipeline_on_three_brokers_loses_one_and_reads_every_flight_once(
+    single_broker_run: Run, tmp_path: Path
+) -> None:
+    cluster = _run(tmp_path / "pipeline", "--brokers", "3")
+    report, flat = cluster.report, _flat(cluster.report)
+
+    # The layout: 6 partitions, RF 3 over 3 brokers, each leading 2 and following 4.
+    layouts = _layouts(report)
+    first, during, last = layouts[0], layouts[1], layouts[-1]
+    assert sorted(first) == [1, 2, 3], report[:2000]
+    for line in first.values():
+        assert line.count("-Leader") == 2 and line.count("-Follower") == 4, line
+
+    # The broker leading the most partitions is killed halfway through producing.
+    killed = re.search(r"kill -9 broker (\d) \(leader of (P\d), (P\d)\) with 10,000 of", flat)
+    assert killed, flat[:3000]
+    victim, led = int(killed.group(1)), {killed.group(2), killed.group(3)}
+    assert {f"{p}-Leader" for p in led} <= set(first[victim].split(" | "))
+
+    # Failover: its partitions get new leaders, every ISR loses it, in seconds.
+    for partition in led:
+        moved = re.search(
+            rf"{partition}: leader {victim} -> (\d) after ([\d.]+) s, ISR \[([\d,]+)\] -> "
+            r"\[([\d,]+)\]",
+            flat,
+        )
+        assert moved, flat[:3000]
+        assert int(moved.group(1)) != victim and 0 < float(moved.group(2)) < 30
+        assert str(victim) in moved.group(3) and str(victim) not in moved.group(4)
+        assert len(moved.group(4).split(",")) == 2  # min ISR 2: still writable
+    assert during[victim].startswith("down")
+    gap = re.search(r"waited ([\d.]+) s with no flight acknowledged", flat)
+    assert gap and 0 < float(gap.group(1)) < 30, flat
+
+    # Restarted: back in every ISR, and the preferred leaders return.
+    assert f"broker {victim} back in every ISR" in flat
+    assert "preferred leaders back (ElectLeaders moved" in flat
+    assert last == first, (first, last)
+
+    # Every flight read exactly once, by both Spark stages, and the same results.
+    assert re.search(r"produced to 'flights' +│ +20,000", report)
+    assert re.search(r"Spark batch read \(\d tasks\) +│ +20,000", report)
+    assert re.search(r"Spark stream read \(3 micro-batches\) +│ +20,000", report)
+    assert "exactly once: the batch read offsets 0..n-1 of every partition" in flat
+    fingerprints = re.compile(r"results: (.*?) \(sha256")
+    single = fingerprints.search(_flat(single_broker_run.report))
+    ours = fingerprints.search(flat)
+    assert single and ours and ours.group(1) == single.group(1)
+    for table in RESULT_TABLES:
+        assert _rows(cluster.work, table) == _rows(single_broker_run.work, table), table
+
+    # The report says what each stage took and what the failover cost.
+    assert re.search(r"failover cost: produce [\d.]+s, [\d.]+s of it waiting", flat)
+    for stage in ("start cluster", "produce", f"restore broker {victim}", "Spark batch"):
+        assert re.search(rf"{stage} [\d.]+s", flat), stage
 
 
 JVM_STARTUP_CHATTER = (
