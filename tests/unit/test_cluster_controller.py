@@ -226,3 +226,22 @@ async def test_producer_ids_are_unique_across_brokers() -> None:
             ids.append(await nodes[0].store.allocate_producer_id())
             ids.append(await nodes[1].store.allocate_producer_id())
         assert len(set(ids)) == len(ids)
+
+
+@_sync
+async def test_a_watch_that_lost_its_history_lists_again() -> None:
+    kv = MemoryKV()
+    async with _cluster(kv, 2) as nodes:
+        store = nodes[1].store
+        watch = next(t for t in store._tasks if t.get_name() == "metadata-watch")
+        watch.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watch
+        # Changes this broker missed, and then the history that held them is compacted.
+        await nodes[0].store.create_topic(_topic("missed", {0: [1, 2]}))
+        kv.compact(kv.revision)
+        assert "missed" not in store.topics
+        store._tasks.append(asyncio.create_task(store._follow()))
+        await _until(lambda: "missed" in store.topics, 10)
+        await nodes[0].store.create_topic(_topic("after", {0: [1, 2]}))
+        await _until(lambda: "after" in store.topics, 10)
