@@ -77,11 +77,13 @@ def unavailability(
     acks: dict[int, list[float]], start: float, end: float, inside: bool = False
 ) -> float:
     """The longest time any partition went without an acknowledgement, among the gaps
-    that overlap [start, end] (``inside``: that lie within it)."""
+    that ended in (start, end]: a fault's window runs until the next fault starts, and a
+    silence belongs to the last fault that started before it ended. ``inside``: among
+    the gaps that lie within [start, end] (quiet running)."""
     worst = 0.0
     for times in acks.values():
         for before, after in pairwise(times):
-            if (before >= start and after <= end) if inside else (after >= start and before <= end):
+            if (before >= start and after <= end) if inside else (start < after <= end):
                 worst = max(worst, after - before)
     return worst
 
