@@ -170,6 +170,12 @@ def run(config: RunConfig) -> RunResult:
             client.stop()
         for client in (prober, *consumers):
             client.join(30)
+        for client in [*producers, *consumers]:
+            if client.crashed:
+                notes.append(f"{client.name} died: {client.crashed}")
+        fatal = [p.name for p in producers if p.incarnation]
+        if fatal:
+            notes.append(f"fatal producer errors, replaced: {', '.join(fatal)}")
 
         records = read_all(bootstrap, TOPIC, config.partitions, timeout=60)
         t = rec.now()

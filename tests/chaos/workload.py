@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from partita.cli.local_cluster import BrokerNode
@@ -98,6 +98,7 @@ class ProducerClient(threading.Thread):
         self.incarnation = 0
         self.sent = 0
         self.unfinished = 0
+        self.crashed = ""
 
     @property
     def producer_number(self) -> int:
@@ -145,11 +146,20 @@ class ProducerClient(threading.Thread):
         return delivered
 
     def run(self) -> None:
+        try:
+            self._run()
+        except Exception as exc:  # the history must say a client died, not stop quietly
+            self.crashed = f"{type(exc).__name__}: {exc}"
+            raise
+
+    def _run(self) -> None:
         producer = self._client()
         start = time.monotonic()
         seq = 0
         while not self.stopping.is_set():
             if self.fatal.is_set():
+                # A fatal idempotence error ends this client: what it had in flight gets
+                # its outcome, and a new client (a new producer number) takes over.
                 producer.purge()
                 producer.flush(5)
                 self.incarnation += 1
@@ -157,7 +167,7 @@ class ProducerClient(threading.Thread):
                 self.fatal.clear()
                 producer = self._client()
             due = int(self.rate * (time.monotonic() - start))
-            while self.sent < due and not self.stopping.is_set():
+            while self.sent < due and not self.stopping.is_set() and not self.fatal.is_set():
                 partition = (self.sent + self.number) % self.partitions
                 value = value_of(self.producer_number, seq)
                 seq += 1
@@ -173,7 +183,17 @@ class ProducerClient(threading.Thread):
                 except BufferError:
                     now = self.recorder.now()
                     self.recorder.add(Outcome(now, value, partition, FAILED, -1, "_QUEUE_FULL"))
-            producer.poll(0.005)
+                except KafkaException as exc:  # refused before it was queued: never sent
+                    error = exc.args[0]
+                    now = self.recorder.now()
+                    self.recorder.add(Outcome(now, value, partition, FAILED, -1, error.name()))
+                    if error.fatal():
+                        self.fatal.set()
+            try:
+                producer.poll(0.005)
+            except KafkaException as exc:
+                if exc.args[0].fatal():
+                    self.fatal.set()
         # Every value sent gets its outcome: delivered or timed out within message.timeout.
         self.unfinished = producer.flush(60)
         if self.unfinished:
@@ -197,6 +217,7 @@ class ConsumerClient(threading.Thread):
         self.number = number
         self.stopping = threading.Event()
         self.next_offset = dict.fromkeys(range(partitions), 0)
+        self.crashed = ""
         self.consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -211,6 +232,13 @@ class ConsumerClient(threading.Thread):
         )
 
     def run(self) -> None:
+        try:
+            self._run()
+        except Exception as exc:
+            self.crashed = f"{type(exc).__name__}: {exc}"
+            raise
+
+    def _run(self) -> None:
         rec = self.recorder
         self.consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
         for p in range(self.partitions):
@@ -226,7 +254,11 @@ class ConsumerClient(threading.Thread):
                         rec.add(ConsumerError(rec.now(), self.number, part, m.error().name()))
                         if p is not None and p >= 0 and not m.error().retriable():
                             # Pick up again where we were: a jump would hide what happened.
-                            self.consumer.seek(TopicPartition(self.topic, p, self.next_offset[p]))
+                            at = TopicPartition(self.topic, p, self.next_offset[p])
+                            try:
+                                self.consumer.seek(at)
+                            except KafkaException as exc:
+                                rec.add(ConsumerError(rec.now(), self.number, p, str(exc)))
                         continue
                     if p not in hws:
                         high = self.consumer.get_watermark_offsets(
