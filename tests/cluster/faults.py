@@ -211,12 +211,16 @@ class NetworkLab:
         self.isolated: set[str] = set()
         for k in range(256):
             owner = LAB_STATE / f"{k}.pid"
-            if owner.exists() and _pid_alive(int(owner.read_text() or 0)):
-                continue
-            _take_down(k)
+            text = owner.read_text().strip() if owner.exists() else ""
+            if text and not _pid_alive(int(text)):
+                _take_down(k)  # left by a run that died: its owner is gone
+                owner.unlink(missing_ok=True)
+            # Creating the bridge is the lock: it fails while another lab holds K (also
+            # one that has just made it and not yet written its pid).
             if ip("link", "add", f"pc{k}br", "type", "bridge", check=False).returncode != 0:
                 continue
             owner.write_text(str(os.getpid()))
+            _take_down(k, keep_bridge=True)  # namespaces a dead run may have left
             self.k = k
             break
         else:
@@ -274,7 +278,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _take_down(k: int) -> None:
+def _take_down(k: int, keep_bridge: bool = False) -> None:
     """Remove lab K's namespaces, veths and bridge, whatever is left of them."""
     for line in ip("netns", "list", check=False).stdout.splitlines():
         netns = line.split()[0] if line.strip() else ""
@@ -282,7 +286,7 @@ def _take_down(k: int) -> None:
             ip("netns", "del", netns, check=False)
     for line in ip("-o", "link", "show", check=False).stdout.splitlines():
         name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
-        if name.startswith(f"pc{k}v") or name == f"pc{k}br":
+        if name.startswith(f"pc{k}v") or (name == f"pc{k}br" and not keep_bridge):
             ip("link", "del", name, check=False)
 
 
