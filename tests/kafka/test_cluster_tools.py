@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
 from partita.cli.local_cluster import LocalCluster
 from tests.kafka.real_kafka import GROUP_SETTINGS, KafkaCluster, ToolResult, real_kafka, run_tool
@@ -37,18 +38,21 @@ SETTINGS = {**GROUP_SETTINGS, "auto.leader.rebalance.enable": "false"}
 def partita_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     cluster = LocalCluster(tmp_path_factory.mktemp("partita-cluster"), 3, settings=SETTINGS)
     try:
-        cluster.start()
-        yield cluster
+        yield cluster  # started by kafka_cluster, beside Kafka's nodes
     finally:
         cluster.kill()
 
 
 @pytest.fixture(scope="module")
 def kafka_cluster(
-    kafka_jars: None, tmp_path_factory: pytest.TempPathFactory
+    kafka_jars: None, partita_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[KafkaCluster]:
-    with real_kafka(tmp_path_factory.mktemp("kafka3"), nodes=3, settings=SETTINGS) as cluster:
-        yield cluster
+    """The 3-node Kafka, started while the partita cluster starts in a thread."""
+    with ThreadPoolExecutor(1) as pool:
+        partita_started = pool.submit(partita_cluster.start)
+        with real_kafka(tmp_path_factory.mktemp("kafka3"), nodes=3, settings=SETTINGS) as cluster:
+            partita_started.result()
+            yield cluster
 
 
 class Both:
@@ -75,7 +79,16 @@ class Both:
         )
 
     def layout(self, topic: str) -> dict[str, dict[int, tuple[int, list[int]]]]:
-        """target -> partition -> (leader, replicas), from kafka-topics --describe."""
+        """target -> partition -> (leader, replicas), from a Metadata request (cheap to poll:
+        no JVM); :meth:`described` has the same from kafka-topics --describe."""
+        found: dict[str, dict[int, tuple[int, list[int]]]] = {}
+        for target, bootstrap in self.bootstrap.items():
+            admin = AdminClient({"bootstrap.servers": bootstrap})
+            meta = admin.list_topics(topic, timeout=10).topics[topic]
+            found[target] = {p: (m.leader, list(m.replicas)) for p, m in meta.partitions.items()}
+        return found
+
+    def described(self, topic: str) -> dict[str, dict[int, tuple[int, list[int]]]]:
         found: dict[str, dict[int, tuple[int, list[int]]]] = {}
         for target, result in self.tool("topics", "--describe", "--topic", topic).items():
             rows = re.findall(
@@ -385,7 +398,7 @@ def test_reassign_cancel(both: Both) -> None:
             what="cancel-0 back on brokers 1 and 2",
         )
         same_output(both.tool("reassign-partitions", "--list"))
-        CANCELLED.update({t: lay[0][1] for t, lay in both.layout("cancel").items()})
+        CANCELLED.update({t: lay[0][1] for t, lay in both.described("cancel").items()})
     finally:
         run_tool(
             "configs", *default, "--alter", "--delete-config", follower_rate,
