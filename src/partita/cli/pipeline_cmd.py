@@ -158,7 +158,7 @@ def _progress() -> Progress:
 def _produce_through_failover(
     cluster: LocalCluster, events: FlightEvents, partitions: int, timings: dict[str, float]
 ) -> tuple[dict[int, int], FailoverReport]:
-    """Create the topic (RF 3, min ISR 2), print its layout, produce every flight while
+    """Create the topics (RF 3, min ISR 2), print the layout, produce every flight while
     a broker is killed and restored; the time until the last acknowledgement is the
     produce stage, what the restore took after it is a stage of its own."""
     from partita.pipeline.failover import (  # noqa: PLC0415
@@ -169,6 +169,7 @@ def _produce_through_failover(
         layout,
     )
     from partita.pipeline.flights_events import create_topic, produce_events  # noqa: PLC0415
+    from partita.pipeline.spark_job import HOURLY_TOPIC, REPORT_TOPIC  # noqa: PLC0415
 
     async def go() -> tuple[dict[int, int], FailoverReport, float]:
         started = time.perf_counter()
@@ -179,6 +180,13 @@ def _produce_through_failover(
             REPLICATION,
             {"min.insync.replicas": str(MIN_ISR)},
         )
+        # Spark's writers would have the brokers create these on first use, but two tasks
+        # asking two brokers at once can get TOPIC_ALREADY_EXISTS from the one that lost
+        # the race (a cluster-mode bug of auto-creation), which fails the write.
+        for output in (REPORT_TOPIC, HOURLY_TOPIC):
+            await create_topic(
+                cluster.bootstrap, output, -1, REPLICATION, {"min.insync.replicas": str(MIN_ISR)}
+            )
         before = await describe(cluster, TOPIC)
         console.print(
             f"topic '{TOPIC}': {partitions} partitions, replication factor {REPLICATION}, "

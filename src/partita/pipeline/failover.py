@@ -17,7 +17,7 @@ from pathlib import Path
 
 from partita.cli.local_cluster import BrokerNode, ClusterStartError, LocalCluster
 from partita.cli.partition_layout import broker_lines
-from partita.client.admin import AsyncAdmin, PartitionDescription
+from partita.client.admin import AsyncAdmin, PartitionDescription, TopicDescription
 from partita.errors import KafkaError
 
 REPLICATION = 3
@@ -51,7 +51,7 @@ def local_cluster(base: Path, brokers: int) -> Iterator[LocalCluster]:
 
 
 def all_brokers(cluster: LocalCluster) -> str:
-    """Every broker's address, the ones down too: what Spark and the producer are given."""
+    """Every broker's address, a stopped one's too: what Spark is given."""
     return ",".join(b.bootstrap for b in cluster.brokers)
 
 
@@ -152,8 +152,7 @@ async def _until(
 
 
 def layout(cluster: LocalCluster, topic: str, partitions: list[PartitionDescription]) -> list[str]:
-    from partita.client.admin import TopicDescription  # noqa: PLC0415
-
+    """The per-broker layout of ``topic``, brokers that are not running shown down."""
     described = [TopicDescription(topic, "", False, partitions)]
     down = [b.node_id for b in cluster.brokers if not b.alive]
     return broker_lines(

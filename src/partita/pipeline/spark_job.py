@@ -26,6 +26,8 @@ FLIGHT_SCHEMA = (
     "minute int, time_hour string"
 )
 ON_TIME_MINUTES = 15  # the DOT's definition: arriving less than 15 minutes late
+REPORT_TOPIC = "flights-report"  # the batch's results
+HOURLY_TOPIC = "flights-hourly"  # the stream's
 
 
 @dataclass
@@ -167,14 +169,12 @@ def run_batch(
     route_rows = spark.createDataFrame(routes.collect(), routes.schema).cache()
     carrier_rows.write.mode("overwrite").parquet(str(out_dir / "carrier_on_time.parquet"))
     route_rows.write.mode("overwrite").parquet(str(out_dir / "route_on_time.parquet"))
-    _to_topic(
-        carrier_rows, F.concat(F.lit("carrier:"), F.col("carrier")), bootstrap, "flights-report"
-    )
+    _to_topic(carrier_rows, F.concat(F.lit("carrier:"), F.col("carrier")), bootstrap, REPORT_TOPIC)
     _to_topic(
         route_rows,
         F.concat(F.lit("route:"), F.col("origin"), F.lit("-"), F.col("dest")),
         bootstrap,
-        "flights-report",
+        REPORT_TOPIC,
     )
     result.carriers = [r.asDict() for r in carrier_rows.orderBy(F.desc("on_time_pct")).collect()]
     result.routes = [r.asDict() for r in route_rows.orderBy(F.desc("flights")).limit(8).collect()]
@@ -227,7 +227,7 @@ def run_streaming(
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         batch.persist()
         batch.write.mode("append").parquet(hourly_path)
-        _to_topic(batch, F.col("origin"), bootstrap, "flights-hourly")
+        _to_topic(batch, F.col("origin"), bootstrap, HOURLY_TOPIC)
         result.hourly_windows += batch.count()
         batch.unpersist()
 
