@@ -102,6 +102,10 @@ def paced_latencies(
     producer.list_topics(topic, timeout=10)
     latencies: list[float] = []
 
+    # As broker_bench does before each pass: no dirty pages left by the blast before it
+    # (their writeback would land in this measurement).
+    os.sync()
+    time.sleep(1)
     counted_from = time.perf_counter() + warmup
 
     def report(err: Any, msg: Any) -> None:
