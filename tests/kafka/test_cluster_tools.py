@@ -224,14 +224,6 @@ def test_preferred_election_of_all_partitions_moves_the_leader(
     )
 
 
-ALL_PARTITIONS_DIFFERENCE = (
-    "ElectLeaders with all partitions (topic_partitions null): Kafka's controller leaves "
-    "out partitions whose preferred leader already leads; partita answers each of them with "
-    "ELECTION_NOT_NEEDED, so the tool adds 'Valid replica already elected for partitions ...'"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=ALL_PARTITIONS_DIFFERENCE)
 def test_preferred_election_of_all_partitions_output(all_elected: dict[str, ToolResult]) -> None:
     same_output(all_elected)
 
@@ -253,7 +245,6 @@ def test_unclean_election_not_needed(both: Both) -> None:
     )
 
 
-@pytest.mark.xfail(strict=True, reason=ALL_PARTITIONS_DIFFERENCE)
 def test_unclean_election_of_all_partitions_output(both: Both) -> None:
     """The same difference as for PREFERRED: Kafka prints nothing (every leader is live)."""
     results = both.tool("leader-election", "--election-type", "UNCLEAN", "--all-topic-partitions")
@@ -316,22 +307,10 @@ def test_reassign_execute_and_verify(both: Both, moved: str) -> None:
         assert sorted(result.check().stdout.split()) == [f"move:{p}:100" for p in range(3)], target
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="--verify clears the throttles: an IncrementalAlterConfigs per broker deleting "
-    "leader/follower.replication.throttled.rate and replica.alter.log.dirs.io.max.bytes.per."
-    "second; partita refuses the last (INVALID_REQUEST, 'static in partita'), the tool exits 1",
-)
 def test_reassign_verify_clears_throttles(both: Both, moved: str) -> None:
     same_output(both.tool("reassign-partitions", "--verify", "--reassignment-json-file", moved))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="--execute --throttle sets the topic configs leader/follower.replication.throttled."
-    "replicas; partita has neither (INVALID_CONFIG, 'unknown topic config'), so the tool exits 1 "
-    "before it starts the reassignment",
-)
 def test_reassign_execute_with_throttle(both: Both) -> None:
     both.create("throttled", "1:2,2:3,3:1")
     path = both.json_file("throttled.json", reassignment(("throttled", 2, [3, 2])))

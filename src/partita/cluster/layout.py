@@ -239,7 +239,13 @@ def decode_producer_ids(raw: bytes) -> int:
 # Broker settings that may change while the cluster runs (Kafka's dynamic broker configs,
 # cluster-wide defaults); everything else is static, given at start.
 DYNAMIC_BROKER_CONFIGS = frozenset(
-    {"leader.replication.throttled.rate", "follower.replication.throttled.rate"}
+    {
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
+        # Kafka's tools set and clear it with the throttles; partita has one log
+        # directory per broker, so it is kept and has no effect.
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+    }
 )
 
 

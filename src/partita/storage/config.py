@@ -33,6 +33,11 @@ _KNOWN: dict[str, str] = {
     "min.insync.replicas": "int",
     "unclean.leader.election.enable": "bool",
     "compression.type": "compression",
+    # Which replicas a reassignment throttles (kafka-reassign-partitions --throttle sets
+    # them). partita throttles every replica a reassignment adds, whatever they say; they
+    # are accepted and kept so that Kafka's tools work unchanged.
+    "leader.replication.throttled.replicas": "replicas",
+    "follower.replication.throttled.replicas": "replicas",
 }
 
 _MINIMUMS: dict[str, int] = {
@@ -76,6 +81,8 @@ class LogConfig:
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
     compression_type: str = "producer"
+    leader_replication_throttled_replicas: str = ""
+    follower_replication_throttled_replicas: str = ""
 
     @property
     def compact(self) -> bool:
@@ -132,6 +139,17 @@ def parse_value(name: str, raw: str) -> Any:
             return text.lower() == "true"
     except ValueError:
         raise InvalidConfigurationError(f"{name}={text!r} is not a valid {kind}") from None
+    if kind == "replicas":
+        # "", "*", or partition:broker pairs, as Kafka accepts them.
+        pairs = [p.strip() for p in text.split(",") if p.strip()]
+        if text not in ("", "*") and not all(
+            len(pair.split(":")) == 2 and all(x.isdigit() for x in pair.split(":"))
+            for pair in pairs
+        ):
+            raise InvalidConfigurationError(
+                f"{name}={text!r} must be '*' or partition:broker pairs, e.g. 0:1,0:2"
+            )
+        return ",".join(pairs) if text != "*" else "*"
     if kind == "policy":
         policies = tuple(sorted({p.strip().lower() for p in text.split(",") if p.strip()}))
         if not policies or not set(policies) <= {"compact", "delete"}:

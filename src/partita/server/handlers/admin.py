@@ -53,7 +53,7 @@ _TOPIC_FOR_BROKER = {topic: broker for broker, topic in BROKER_TO_TOPIC.items()}
 def _config_type(name: str) -> int:
     if name in _INT_CONFIGS:
         return _TYPE_INT
-    if name == "cleanup.policy":
+    if name == "cleanup.policy" or name.endswith(".throttled.replicas"):
         return _TYPE_LIST
     if name == "min.cleanable.dirty.ratio":
         return _TYPE_DOUBLE
@@ -349,10 +349,10 @@ def _incremental(
 async def _alter_broker(broker: Broker, resource: Any, incremental: bool, dry: bool) -> None:
     """Kafka's dynamic broker configs, cluster-wide (resource name ""), for the settings
     partita can change while running: the replication throttles. The rest are static."""
-    if resource.resource_name not in ("", str(broker.node_id)):
-        raise InvalidRequestError(
-            "partita keeps dynamic broker configs cluster-wide: use the default resource"
-        )
+    if resource.resource_name and not resource.resource_name.isdigit():
+        raise InvalidRequestError(f"broker {resource.resource_name!r} is not a broker id")
+    # partita keeps dynamic broker configs cluster-wide: a change named for one broker
+    # (kafka-reassign-partitions sets its throttles broker by broker) applies to all.
     current = dict(broker.store.dynamic_broker_configs)
     for c in resource.configs:
         if c.name not in DYNAMIC_BROKER_CONFIGS:

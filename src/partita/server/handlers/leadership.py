@@ -59,6 +59,10 @@ async def handle_elect_leaders(broker: Broker, header: RequestHeader, request: A
         return ElectLeadersResponse(
             throttle_time_ms=0, error_code=exc.code, replica_election_results=[]
         )
+    if wanted is None:
+        # Asked for every partition, Kafka's controller answers only for those it tried
+        # to elect: the ones whose leader is already right are left out.
+        results = {k: code for k, code in results.items() if code != ELECTION_NOT_NEEDED}
     by_topic: dict[str, list[Any]] = {}
     for (topic, index), code in sorted(results.items()):
         by_topic.setdefault(topic, []).append(
