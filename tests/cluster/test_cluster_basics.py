@@ -298,3 +298,32 @@ def test_partitas_own_client_follows_leaders(cluster: LocalCluster) -> None:
             await consumer.stop()
 
     assert asyncio.run(run()) == 600
+
+
+def test_concurrent_auto_creates_through_different_brokers_all_succeed(
+    cluster: LocalCluster,
+) -> None:
+    """Three producers, each bootstrapped to another broker, make the cluster auto-create
+    the same topic at once: the losers of the race must get LEADER_NOT_AVAILABLE (ask
+    again) or the topic, never TOPIC_ALREADY_EXISTS (fatal to a client)."""
+    from partita.client.producer import AsyncProducer  # noqa: PLC0415
+
+    async def one(topic: str, node: int) -> str:
+        producer = AsyncProducer(bootstrap_servers=cluster.broker(node).bootstrap)
+        await producer.start()
+        try:
+            await (await producer.send(topic, b"x"))
+            return "ok"
+        except Exception as exc:
+            return repr(exc)
+        finally:
+            await producer.stop()
+
+    async def race() -> list[str]:
+        outcomes: list[str] = []
+        for i in range(5):
+            outcomes += await asyncio.gather(*(one(f"auto{i}", n) for n in (1, 2, 3)))
+        return outcomes
+
+    outcomes = asyncio.run(race())
+    assert outcomes == ["ok"] * 15, [o for o in outcomes if o != "ok"][:3]

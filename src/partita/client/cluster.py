@@ -21,6 +21,7 @@ from partita.errors import (
 from partita.protocol.consumer_requests import MetadataRequestV12
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
 INVALID_TOPIC_EXCEPTION = 17
 
 
@@ -159,6 +160,15 @@ class Cluster:
         if info is None or info.error_code or not info.partitions or self.is_stale(name):
             await self._refresh_patiently([name], auto_create)
             info = self.topics.get(name)
+            # A topic being created (LEADER_NOT_AVAILABLE) is ready in moments: ask again
+            # for up to max.block.ms, as the Java producer waits for its metadata.
+            deadline = time.monotonic() + self.max_block
+            while info is not None and info.error_code == LEADER_NOT_AVAILABLE:
+                if time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.1)
+                await self._refresh_patiently([name], auto_create)
+                info = self.topics.get(name)
         if info is None or info.error_code:
             raise topic_error(name, info.error_code if info else UNKNOWN_TOPIC_OR_PARTITION)
         return info

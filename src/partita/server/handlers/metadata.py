@@ -9,7 +9,7 @@ from kafka.protocol.admin import DescribeClusterResponse
 from kafka.protocol.metadata import MetadataResponse
 
 from partita.cluster.model import TopicState, valid_topic_name
-from partita.errors import KafkaError, error_code
+from partita.errors import KafkaError, TopicAlreadyExistsError, error_code
 from partita.protocol.codec import RequestHeader
 from partita.server.broker import Broker
 
@@ -98,6 +98,15 @@ async def handle(broker: Broker, header: RequestHeader, request: Any) -> Any:
                     continue
                 try:
                     topic = await broker.topics.create(name)
+                except TopicAlreadyExistsError:
+                    # Another client's request created it first (on this broker or
+                    # another). Kafka answers LEADER_NOT_AVAILABLE until the topic is
+                    # ready, and clients ask again; never the create's own error.
+                    existing = broker.store.topics.get(name)
+                    if existing is None:
+                        entries.append(_error_entry(name, LEADER_NOT_AVAILABLE))
+                        continue
+                    topic = existing
                 except KafkaError as exc:
                     entries.append(_error_entry(name, error_code(exc)))
                     continue
