@@ -26,7 +26,7 @@ import asyncio
 import logging
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from partita.cluster.model import PartitionState
@@ -391,17 +391,21 @@ class Partition:
                 waiter.set_result(None)
         self.waiters.clear()
 
-    async def wait_for_change(self, timeout: float) -> None:
-        """Until the partition moves (or ``timeout`` seconds pass)."""
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.waiters.add(waiter)
-        try:
-            async with asyncio.timeout(max(timeout, 0)):
-                await waiter
-        except TimeoutError:
-            pass
-        finally:
-            self.waiters.discard(waiter)
+
+async def wait_for_any(partitions: Sequence[Partition], timeout: float) -> None:
+    """Until one of ``partitions`` moves (log end, HW, ISR, leadership) or ``timeout``
+    seconds pass: the one mechanism long-polling fetches and acks=all produces share."""
+    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    for partition in partitions:
+        partition.waiters.add(waiter)
+    try:
+        async with asyncio.timeout(max(timeout, 0)):
+            await waiter
+    except TimeoutError:
+        pass
+    finally:
+        for partition in partitions:
+            partition.waiters.discard(waiter)
 
 
 def _check_produce_records(view: memoryview) -> None:

@@ -248,8 +248,7 @@ class TopicManager:
                 raise NotLeaderOrFollowerError(
                     f"broker {self.node_id} cannot renew its cluster lease"
                 )
-            if current_leader_epoch >= 0 and current_leader_epoch != partition.leader_epoch:
-                partition.check_leader_epoch(current_leader_epoch)
+            partition.check_leader_epoch(current_leader_epoch)
             if not partition.served_as_follower:
                 partition.served_as_follower = True
                 log.info(

@@ -22,7 +22,7 @@ from partita.protocol.codec import RequestHeader
 from partita.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
 from partita.replication.replica_selector import preferred_read_replica
 from partita.server.broker import Broker
-from partita.server.partition import Partition
+from partita.server.partition import Partition, wait_for_any
 from partita.storage.file_region import FileRegion
 
 # Below this a region is read into the response: sendfile costs a few event-loop turns
@@ -68,6 +68,9 @@ class _FetchPass:
                     )
                     self.partitions.append(partition)
                     plog = partition.log
+                    result.high_watermark = plog.high_watermark
+                    result.last_stable_offset = plog.high_watermark
+                    result.log_start_offset = plog.log_start_offset
                     if client_rack and partition.is_leader:
                         elsewhere = preferred_read_replica(
                             selector, client_rack, partition.leader, partition.isr, racks
@@ -75,13 +78,7 @@ class _FetchPass:
                         if elsewhere >= 0:
                             # Kafka answers with the replica to use and no records.
                             result.preferred_read_replica = elsewhere
-                            result.high_watermark = plog.high_watermark
-                            result.last_stable_offset = plog.high_watermark
-                            result.log_start_offset = plog.log_start_offset
                             continue
-                    result.high_watermark = plog.high_watermark
-                    result.last_stable_offset = plog.high_watermark
-                    result.log_start_offset = plog.log_start_offset
                     if replica >= 0:
                         last_epoch = fp.last_fetched_epoch if self.version >= 12 else -1
                         diverging = partition.diverging(last_epoch, fp.fetch_offset)
@@ -167,18 +164,7 @@ async def handle(broker: Broker, header: RequestHeader, request: Any) -> list[by
         if not attempt.partitions:
             await asyncio.sleep(remaining)
             break
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        for partition in attempt.partitions:
-            partition.waiters.add(waiter)
-        try:
-            async with asyncio.timeout(remaining):
-                await waiter
-        except TimeoutError:
-            pass
-        finally:
-            for partition in attempt.partitions:
-                partition.waiters.discard(waiter)
+        await wait_for_any(attempt.partitions, remaining)
     metrics = broker.metrics
     for topic in topics:
         sent = sum(len(p.records) for p in topic.partitions if p.records)

@@ -3,7 +3,6 @@ the assigned base offsets (or nothing at all for acks=0)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from partita.errors import (
 from partita.protocol.codec import RequestHeader
 from partita.server.broker import Broker
 from partita.server.closing import CloseConnectionError
-from partita.server.partition import Partition
+from partita.server.partition import Partition, wait_for_any
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +64,11 @@ _Partition = _Topic.PartitionProduceResponse
 class _Replicating:
     """An acks=all append waiting for the high watermark to pass it."""
 
-    topic: int  # positions in the response
-    slot: int
     partition: Partition
     leader_epoch: int
     required: int  # the high watermark that commits it: its last offset + 1
+    topic: int = 0  # its answer's place in the response
+    slot: int = 0
 
 
 def _append_one(
@@ -79,8 +78,8 @@ def _append_one(
     index: int,
     records: Any,
     internal_allowed: bool,
-    waiting: list[tuple[Partition, int]],
-) -> Any:
+) -> tuple[Any, _Replicating | None]:
+    """The partition's answer, and what an acks=all answer still waits for (if any)."""
     try:
         if request.transactional_id is not None:
             raise TransactionalIdNotSupportedError("partita does not support transactions")
@@ -96,9 +95,10 @@ def _append_one(
         info = partition.append(records)
         if info.batches:  # zero for a retried idempotent batch already in the log
             broker.metrics.appended(topic, info.last_offset - info.first_offset + 1, info.bytes)
+        pending = None
         if request.acks == -1 and partition.high_watermark <= info.last_offset:
-            waiting.append((partition, info.last_offset + 1))
-        return _Partition(
+            pending = _Replicating(partition, partition.leader_epoch, info.last_offset + 1)
+        answer = _Partition(
             index=index,
             error_code=0,
             base_offset=info.first_offset,
@@ -107,6 +107,7 @@ def _append_one(
             record_errors=[],
             error_message=None,
         )
+        return answer, pending
     except KafkaError as exc:
         code, message = exc.code, exc.message
         _rejections.warn(topic, index, code, message)
@@ -114,7 +115,7 @@ def _append_one(
         log.exception("produce failed", extra={"partition": f"{topic}-{index}"})
         code, message = UnknownServerError.code, f"{type(exc).__name__}: {exc}"
     broker.metrics.produce_refused(topic, code)
-    return _refused(index, code, message)
+    return _refused(index, code, message), None
 
 
 def _refused(index: int, code: int, message: str) -> Any:
@@ -136,13 +137,13 @@ def handle(broker: Broker, header: RequestHeader, request: Any) -> Any:
     for t, topic_data in enumerate(request.topic_data):
         partitions = []
         for slot, p in enumerate(topic_data.partition_data):
-            waiting: list[tuple[Partition, int]] = []
-            answer = _append_one(
-                broker, request, topic_data.name, p.index, p.records, internal_allowed, waiting
+            answer, pending = _append_one(
+                broker, request, topic_data.name, p.index, p.records, internal_allowed
             )
             partitions.append(answer)
-            for part, required in waiting:
-                replicating.append(_Replicating(t, slot, part, part.leader_epoch, required))
+            if pending is not None:
+                pending.topic, pending.slot = t, slot
+                replicating.append(pending)
         responses.append(_Topic(name=topic_data.name, partition_responses=partitions))
     if request.acks == 0:
         failed = [p for t in responses for p in t.partition_responses if p.error_code]
@@ -175,7 +176,7 @@ async def _await_replication(response: Any, pending: list[_Replicating], timeout
         remaining = deadline - time.monotonic()
         if not pending or remaining <= 0:
             break
-        await _any_change([w.partition for w in pending], remaining)
+        await wait_for_any([w.partition for w in pending], remaining)
     for waiting in pending:
         _fail(
             response,
@@ -213,17 +214,3 @@ def _fail(response: Any, waiting: _Replicating, code: int, message: str) -> None
     partitions = response.responses[waiting.topic].partition_responses
     partitions[waiting.slot] = _refused(partitions[waiting.slot].index, code, message)
     _rejections.warn(waiting.partition.topic, waiting.partition.index, code, message)
-
-
-async def _any_change(partitions: list[Partition], timeout: float) -> None:
-    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    for partition in partitions:
-        partition.waiters.add(waiter)
-    try:
-        async with asyncio.timeout(timeout):
-            await waiter
-    except TimeoutError:
-        pass
-    finally:
-        for partition in partitions:
-            partition.waiters.discard(waiter)
