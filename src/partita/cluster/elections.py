@@ -17,7 +17,7 @@ Kafka's rules (``PartitionChangeBuilder``, read for their semantics):
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Collection, Sequence, Set
 
 from partita.cluster.model import PartitionState
 
@@ -40,19 +40,25 @@ def next_state(
         isr = [b for b in state.isr if b in registered] or list(state.isr)
     leader = state.leader
     if not (leader in electable and leader in isr):
-        candidates = [r for r in state.replicas if r in isr and r in electable]
-        if candidates:
-            leader = candidates[0]
-        elif state.leader in registered and state.leader in isr:
+        leader = first_eligible(state.replicas, electable, isr)
+        if leader == NO_LEADER and state.leader in registered and state.leader in isr:
             leader = state.leader  # shutting down, but nobody else can take over
-        elif unclean:
-            unclean_candidates = [r for r in state.replicas if r in electable]
-            leader = unclean_candidates[0] if unclean_candidates else NO_LEADER
+        elif leader == NO_LEADER and unclean:
+            leader = first_eligible(state.replicas, electable)
             if leader != NO_LEADER:
                 isr = [leader]
-        else:
-            leader = NO_LEADER
     return changed(state, leader=leader, isr=isr)
+
+
+def first_eligible(
+    replicas: Sequence[int], electable: Set[int], in_sync: Collection[int] | None = None
+) -> int:
+    """Kafka's choice of leader: the first replica, in assignment order, that is electable
+    (and in sync, unless the election is unclean); NO_LEADER if none is."""
+    for replica in replicas:
+        if replica in electable and (in_sync is None or replica in in_sync):
+            return replica
+    return NO_LEADER
 
 
 def changed(

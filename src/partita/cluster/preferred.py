@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Set
 
-from partita.cluster.elections import NO_LEADER, changed
+from partita.cluster.elections import NO_LEADER, changed, first_eligible
 from partita.cluster.model import PartitionState
 
 NONE = 0
@@ -36,13 +36,13 @@ def elect(
         return changed(state, leader=preferred), NONE
     if state.leader != NO_LEADER and state.leader in registered:
         return state, ELECTION_NOT_NEEDED
-    in_sync = [r for r in state.replicas if r in state.isr and r in electable]
-    if in_sync:
-        return changed(state, leader=in_sync[0]), NONE
-    alive = [r for r in state.replicas if r in electable]
-    if not alive:
+    in_sync = first_eligible(state.replicas, electable, state.isr)
+    if in_sync != NO_LEADER:
+        return changed(state, leader=in_sync), NONE
+    alive = first_eligible(state.replicas, electable)
+    if alive == NO_LEADER:
         return state, ELIGIBLE_LEADERS_NOT_AVAILABLE
-    return changed(state, leader=alive[0], isr=[alive[0]]), NONE
+    return changed(state, leader=alive, isr=[alive]), NONE
 
 
 def imbalanced(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence, Set
 
-from partita.cluster.elections import NO_LEADER, changed
+from partita.cluster.elections import NO_LEADER, changed, first_eligible
 from partita.cluster.model import PartitionState
 from partita.errors import InvalidReplicaAssignmentError, KafkaError
 
@@ -63,8 +63,7 @@ def _settle(state: PartitionState, replicas: list[int], electable: Set[int]) -> 
     isr = [r for r in state.isr if r in replicas]
     leader = state.leader
     if leader not in replicas or leader not in isr:
-        candidates = [r for r in replicas if r in isr and r in electable]
-        leader = candidates[0] if candidates else NO_LEADER
+        leader = first_eligible(replicas, electable, isr)
     if not isr:
         isr = [leader] if leader != NO_LEADER else state.isr[:1]
     return changed(state, replicas=replicas, isr=isr, leader=leader, adding=[], removing=[])
