@@ -72,18 +72,8 @@ class ClusterImage:
         before = set(self.topics)
         fresh = ClusterImage(self.layout)
         changes = fresh.apply(Event("put", e) for e in entries)
-        for name in ("cluster_id", "brokers", "controller_id", "controller_epoch", "topics"):
-            setattr(self, name, getattr(fresh, name))
-        self.topic_revisions = fresh.topic_revisions
-        self.partition_revisions = fresh.partition_revisions
-        self.producer_ids_next = fresh.producer_ids_next
-        self.producer_ids_revision = fresh.producer_ids_revision
-        self.broker_configs = fresh.broker_configs
-        self._records, self._partitions, self._names = (
-            fresh._records,
-            fresh._partitions,
-            fresh._names,
-        )
+        # Every field at once: a field added to the image can't be forgotten here.
+        vars(self).update(vars(fresh))
         self.revision = revision
         changes.deleted_topics = before - set(self.topics)
         changes.brokers = changes.controller = True
