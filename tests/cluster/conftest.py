@@ -58,7 +58,7 @@ def until(condition: Callable[[], Any], timeout: float = 15.0, what: str = "") -
 
 
 def request(broker: BrokerNode, req: Any, response_class: Any, timeout: float = 10.0) -> Any:
-    host = getattr(broker, "host", "127.0.0.1")  # brokers in a network namespace have their own
+    host = broker.host  # 127.0.0.1, or a namespaced broker's own address
     with socket.create_connection((host, broker.port), timeout=timeout) as sock:
         req.with_header(correlation_id=7, client_id="cluster-test")
         frame = bytes(req.encode(header=True))

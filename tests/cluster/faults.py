@@ -9,7 +9,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -328,30 +327,7 @@ class NamespacedBroker(BrokerNode):
         self.member = member
         self.host = member.host
         self.port = BROKER_PORT
-
-    @property
-    def bootstrap(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    def start(self, timeout: float = 60.0, wait: bool = True) -> None:
-        ready = self.data_dir.parent / f"{self.data_dir.name}.ready"
-        ready.unlink(missing_ok=True)
-        args = [
-            "ip", "netns", "exec", self.member.netns,
-            sys.executable, "-m", "partita.cli.main", "broker",
-            "--node-id", str(self.node_id), "--data-dir", str(self.data_dir),
-            "--listen", self.bootstrap, "--metadata", self.metadata, "--ready-file", str(ready),
-        ]  # fmt: skip
-        settings = dict(self.settings)
-        if self.rack:
-            settings["broker.rack"] = self.rack
-        for key, value in settings.items():
-            args += ["--set", f"{key}={value}"]
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
-        # `ip netns exec` execs the broker: the pid is the broker's, signals reach it.
-        self.proc = subprocess.Popen(args, stdout=log, stderr=log, start_new_session=True)
-        if wait:
-            self.wait_ready(ready, timeout)
+        self.launcher = ["ip", "netns", "exec", member.netns]
 
 
 class NetnsCluster(LocalCluster):

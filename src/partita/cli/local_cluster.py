@@ -120,13 +120,17 @@ class BrokerNode:
         self.metadata = metadata
         self.rack = rack
         self.settings = dict(settings or {})
+        self.host = "127.0.0.1"
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}.log"
+        # Prepended to the broker's command line (e.g. `ip netns exec NS`, which execs it:
+        # the pid stays the broker's and signals reach it).
+        self.launcher: list[str] = []
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def alive(self) -> bool:
@@ -136,10 +140,11 @@ class BrokerNode:
         ready = self.data_dir.parent / f"{self.data_dir.name}.ready"
         ready.unlink(missing_ok=True)
         args = [
+            *self.launcher,
             sys.executable, "-m", "partita.cli.main", "broker",
             "--node-id", str(self.node_id),
             "--data-dir", str(self.data_dir),
-            "--listen", f"127.0.0.1:{self.port}",
+            "--listen", self.bootstrap,
             "--metadata", self.metadata,
             "--ready-file", str(ready),
         ]  # fmt: skip
