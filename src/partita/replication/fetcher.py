@@ -22,15 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kafka.protocol.consumer import (
-    FetchRequest,
-    ListOffsetsRequest,
-)
+from kafka.protocol.consumer import ListOffsetsRequest
 
 from partita.client.connection import BrokerConnection, ConnectionLostError
 from partita.errors import KafkaError, KafkaStorageError
-from partita.protocol.fetch_response import decode_fetch_response_v12
 from partita.protocol.record_batch import LOG_OVERHEAD, iter_headers
+from partita.protocol.replica_fetch_request import ReplicaFetchPartition, ReplicaFetchRequestV12
 from partita.replication.truncation import truncation_for
 from partita.storage.log import PartitionLog
 
@@ -186,33 +183,28 @@ class FetcherManager:
         rate = self.throttle_rate()
         # A throttled replica asks for at most a quarter second's worth at a time.
         throttled_max = max(16 * 1024, rate // 4) if rate else PARTITION_MAX_BYTES
-        topics: dict[str, list[Any]] = {}
+        topics: dict[str, list[ReplicaFetchPartition]] = {}
         for f in ready:
             p = f.partition
+            log_ = p.log
             topics.setdefault(p.topic, []).append(
-                FetchRequest.FetchTopic.FetchPartition(
-                    partition=p.index,
-                    current_leader_epoch=f.leader_epoch,
-                    fetch_offset=p.log.log_end_offset,
-                    last_fetched_epoch=p.log.epochs.latest_epoch,
-                    log_start_offset=p.log.log_start_offset,
-                    partition_max_bytes=throttled_max if p.throttled else PARTITION_MAX_BYTES,
+                ReplicaFetchPartition(
+                    p.index,
+                    f.leader_epoch,
+                    log_.log_end_offset,
+                    log_.epochs.latest_epoch,
+                    log_.log_start_offset,
+                    throttled_max if p.throttled else PARTITION_MAX_BYTES,
                 )
             )
-        request = FetchRequest(
-            version=12,
-            replica_id=self.node_id,
+        request = ReplicaFetchRequestV12(
+            self.node_id,
+            list(topics.items()),
             max_wait_ms=FETCH_MAX_WAIT_MS,
             min_bytes=1,
             max_bytes=FETCH_MAX_BYTES,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
-            forgotten_topics_data=[],
-            rack_id="",
         )
-        response = await connection.request(request, decoder=decode_fetch_response_v12)
+        response = await connection.request(request)
         errors = False
         throttled_bytes = 0
         for topic in response.responses:

@@ -81,7 +81,12 @@ class Partition:
     isr: list[int] = field(default_factory=list)
     replicas: list[int] = field(default_factory=list)
     producers: ProducerStateTable = field(default_factory=ProducerStateTable)
-    waiters: set[asyncio.Future[None]] = field(default_factory=set)
+    # Parked requests, by what can end their wait: follower fetches wait for the log end
+    # to move, consumer fetches and acks=all produces for the high watermark. Changes of
+    # leadership, ISR or log start wake both. (Waking everything on every change cost
+    # every parked fetch a pass per acknowledged batch.)
+    log_end_waiters: set[asyncio.Future[None]] = field(default_factory=set)
+    high_watermark_waiters: set[asyncio.Future[None]] = field(default_factory=set)
     progress: LeaderProgress | None = None  # set while this broker leads
     pending_isr: list[int] | None = None  # an ISR change sent to the store, not yet seen
     isr_writer: IsrWriter = _no_isr_writer
@@ -207,7 +212,7 @@ class Partition:
         )
         if wanted > current:
             self.log.update_high_watermark(wanted)
-            self.wake_waiters()
+            self.wake_waiters(log_end=False)
             return True
         return False
 
@@ -302,14 +307,14 @@ class Partition:
                     h.last_offset,
                 )
         if info.batches:
-            self.wake_waiters()
+            self.wake_waiters(high_watermark=False)
         return info
 
     def follow_high_watermark(self, leader_high_watermark: int) -> None:
         wanted = min(leader_high_watermark, self.log.log_end_offset)
         if wanted > self.log.high_watermark:
             self.log.update_high_watermark(wanted)
-            self.wake_waiters()
+            self.wake_waiters(log_end=False)
 
     def truncate_to(self, offset: int) -> int:
         """Cut the log back to ``offset`` (a follower that diverged from its leader)."""
@@ -352,8 +357,8 @@ class Partition:
             info = self.log.append_as_leader(view, self.leader_epoch)
         else:
             info = self._append_idempotent(view)
-        if not self.maybe_advance_high_watermark():
-            self.wake_waiters()  # followers long-poll for the new log end
+        self.wake_waiters(high_watermark=False)  # followers long-poll for the new log end
+        self.maybe_advance_high_watermark()
         return info
 
     def _append_idempotent(self, view: memoryview) -> AppendInfo:
@@ -385,19 +390,28 @@ class Partition:
         )
         return info
 
-    def wake_waiters(self) -> None:
-        for waiter in self.waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-        self.waiters.clear()
+    def wake_waiters(self, log_end: bool = True, high_watermark: bool = True) -> None:
+        for waiters in (
+            self.log_end_waiters if log_end else None,
+            self.high_watermark_waiters if high_watermark else None,
+        ):
+            if waiters:
+                for waiter in waiters:
+                    if not waiter.done():
+                        waiter.set_result(None)
+                waiters.clear()
 
 
-async def wait_for_any(partitions: Sequence[Partition], timeout: float) -> None:
-    """Until one of ``partitions`` moves (log end, HW, ISR, leadership) or ``timeout``
-    seconds pass: the one mechanism long-polling fetches and acks=all produces share."""
+async def wait_for_any(
+    partitions: Sequence[Partition], timeout: float, *, log_end: bool = False
+) -> None:
+    """Until one of ``partitions`` moves its high watermark (or, with ``log_end``, as a
+    follower's fetch wants, its log end), changes leadership, ISR or log start, or
+    ``timeout`` seconds pass: the one mechanism long-polling fetches and acks=all
+    produces share."""
     waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     for partition in partitions:
-        partition.waiters.add(waiter)
+        (partition.log_end_waiters if log_end else partition.high_watermark_waiters).add(waiter)
     try:
         async with asyncio.timeout(max(timeout, 0)):
             await waiter
@@ -405,7 +419,8 @@ async def wait_for_any(partitions: Sequence[Partition], timeout: float) -> None:
         pass
     finally:
         for partition in partitions:
-            partition.waiters.discard(waiter)
+            partition.log_end_waiters.discard(waiter)
+            partition.high_watermark_waiters.discard(waiter)
 
 
 def _check_produce_records(view: memoryview) -> None:

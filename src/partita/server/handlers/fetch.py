@@ -155,6 +155,9 @@ async def handle(broker: Broker, header: RequestHeader, request: Any) -> list[by
     if version >= 7 and request.session_id != 0:
         return encode_fetch_response(version, [], error_code=FetchSessionIdNotFoundError.code)
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+    # A follower's fetch is answered by new records (it reads to the log end); a
+    # consumer's only once the high watermark lets it read them.
+    from_follower = _replica_id(request, version) >= 0
     while True:
         attempt = _FetchPass(broker, request, version)
         topics = attempt.run()
@@ -164,7 +167,7 @@ async def handle(broker: Broker, header: RequestHeader, request: Any) -> list[by
         if not attempt.partitions:
             await asyncio.sleep(remaining)
             break
-        await wait_for_any(attempt.partitions, remaining)
+        await wait_for_any(attempt.partitions, remaining, log_end=from_follower)
     metrics = broker.metrics
     for topic in topics:
         sent = sum(len(p.records) for p in topic.partitions if p.records)
