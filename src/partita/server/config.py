@@ -62,6 +62,12 @@ BROKER_DEFAULTS: dict[str, str] = {
     "auto.create.topics.enable": "true",
     "delete.topic.enable": "true",
     "socket.request.max.bytes": str(100 * 1024 * 1024),
+    # Kafka's defaults (-1: the system's, autotuned). They are not only memory: with the
+    # send buffer autotuned to megabytes, a 1 MB fetch response lands in a consumer's
+    # socket at once and librdkafka read 1 KB records 15-20% slower than with 100 KB
+    # in flight at a time (measured, docs/performance.md).
+    "socket.send.buffer.bytes": "102400",
+    "socket.receive.buffer.bytes": "102400",
     "log.retention.check.interval.ms": "300000",
     "log.flush.scheduler.interval.ms": str(2**63 - 1),
     "log.flush.offset.checkpoint.interval.ms": "60000",
@@ -178,6 +184,8 @@ class BrokerConfig:
             "num.partitions",
             "default.replication.factor",
             "socket.request.max.bytes",
+            "socket.send.buffer.bytes",
+            "socket.receive.buffer.bytes",
             "offsets.topic.num.partitions",
             "max.broker.partitions",
         ):
