@@ -16,6 +16,7 @@ from partita.server.handlers import (
     metadata,
     offsets,
     produce,
+    topic_partitions,
 )
 
 Handler = Callable[..., Any]
@@ -24,6 +25,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.API_VERSIONS: api_versions.handle,
     ApiKey.METADATA: metadata.handle,
     ApiKey.DESCRIBE_CLUSTER: metadata.handle_describe_cluster,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: topic_partitions.handle,
     ApiKey.PRODUCE: produce.handle,
     ApiKey.FETCH: fetch.handle,
     ApiKey.LIST_OFFSETS: offsets.handle_list_offsets,

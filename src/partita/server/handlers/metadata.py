@@ -23,17 +23,22 @@ INVALID_TOPIC = 17
 ZERO_UUID = uuid.UUID(int=0)
 
 
+def offline_replicas(broker: Broker, topic: TopicState, index: int, live: set[int]) -> list[int]:
+    """A partition's offline replicas: those whose broker is not registered, and (for this
+    broker's own) one whose log could not be loaded."""
+    return [
+        r
+        for r in topic.partitions[index].replicas
+        if r not in live
+        or (r == broker.node_id and (topic.name, index) not in broker.topics.partitions)
+    ]
+
+
 def _topic_entry(broker: Broker, topic: TopicState, live: set[int]) -> Any:
-    """A topic as the metadata image has it. A replica is offline when its broker is not
-    registered, or (for this broker's own replicas) when its log could not be loaded."""
+    """A topic as the metadata image has it."""
     partitions = []
     for index, state in sorted(topic.partitions.items()):
-        offline = [
-            r
-            for r in state.replicas
-            if r not in live
-            or (r == broker.node_id and (topic.name, index) not in broker.topics.partitions)
-        ]
+        offline = offline_replicas(broker, topic, index, live)
         leader = state.leader if state.leader not in offline else -1
         partitions.append(
             _Partition(
