@@ -44,11 +44,6 @@ def test_a_sigtermed_controller_hands_its_leaderships_over(cluster_factory: Fact
     assert "still_leading=False" in shutdown and took < 5, (round(took, 1), shutdown)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a replica taken offline by a full disk leaves the ISR only by lag "
-    "(replica.lag.time.max.ms, 30 s): acks=all waits that long; reported, not fixed",
-)
 def test_acks_all_goes_on_soon_after_a_followers_disk_fills(tmp_path: Path) -> None:
     """Found by the chaos benchmark's disk phase (seed 3): while broker 3's disk was full
     every partition it followed went 10.7-11.5 s without an acknowledgement, as long as
@@ -57,7 +52,8 @@ def test_acks_all_goes_on_soon_after_a_followers_disk_fills(tmp_path: Path) -> N
     cannot append what the leader sent') yet stays in the ISR until the leader drops it
     for lag. Kafka does not wait: a broker whose only log directory fails stops, and one
     with others left reports the failed directory so the controller drops its replicas
-    from the ISRs at once."""
+    from the ISRs at once. partita now does the latter: the broker names its offline
+    replicas in its registration within a second, and the controller drops them."""
     with tmpfs(tmp_path / "disk-3", 16) as mount:
         cluster = LocalCluster(tmp_path / "c", 3, settings={"min.insync.replicas": "2"})
         cluster.broker(3).data_dir = mount / "data"

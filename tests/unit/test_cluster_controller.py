@@ -136,6 +136,28 @@ async def test_a_dead_leader_is_replaced_from_the_isr_with_a_new_epoch() -> None
 
 
 @_sync
+async def test_a_replica_reported_offline_leaves_the_isr_and_leadership_of_that_partition() -> None:
+    kv = MemoryKV()
+    async with _cluster(kv) as nodes:
+        topic = _topic("t", {0: [1, 2, 3], 1: [3, 1, 2], 2: [2, 3, 1]})
+        await nodes[0].store.create_topic(topic)
+        await _until(lambda: nodes[1].store.image.controller_id != -1)
+        # Broker 3's replicas of t-0 (a follower) and t-1 (the leader) went offline; its
+        # replica of t-2 is fine.
+        await nodes[2].store.report_offline_replicas(
+            frozenset({(topic.topic_id, 0), (topic.topic_id, 1)})
+        )
+        seen = nodes[0].store
+        await _until(lambda: 3 not in seen.topics["t"].partitions[0].isr)
+        await _until(lambda: seen.topics["t"].partitions[1].leader != 3)
+        p0, p1, p2 = (seen.topics["t"].partitions[i] for i in range(3))
+        assert (p0.leader, p0.leader_epoch, p0.isr) == (1, 0, [1, 2])
+        assert (p1.leader, p1.leader_epoch, p1.isr) == (1, 1, [1, 2])
+        assert (p2.leader, p2.isr) == (2, [2, 3, 1])  # untouched
+        assert seen.image.brokers[3].electable  # the broker itself stays in service
+
+
+@_sync
 async def test_the_controller_is_replaced_when_it_dies() -> None:
     kv = MemoryKV()
     async with _cluster(kv) as nodes:
@@ -188,6 +210,9 @@ async def test_malformed_values_are_skipped_not_fatal() -> None:
         store = nodes[0].store
         await kv.txn([], [Put("/t/brokers/7", b"{not json")])
         await kv.txn([], [Put("/t/brokers/8", json.dumps({"host": "h", "port": -5}).encode())])
+        for node_id, offline in ((9, [["not-a-uuid", 0]]), (10, [[str(uuid.uuid4()), -1]])):
+            value = {"host": "h", "port": 1, "state": "running", "offline": offline}
+            await kv.txn([], [Put(f"/t/brokers/{node_id}", json.dumps(value).encode())])
         await kv.txn([], [Put("/t/topics/bad name!", b"{}")])
         tid = uuid.uuid4()
         await kv.txn(

@@ -94,6 +94,9 @@ class ClusterMetadataStore:
         self._tasks: list[asyncio.Task[None]] = []
         self._producer_ids = (0, 0)  # [next, end) of the block this broker holds
         self._registration: tuple[str, int, str | None] | None = None
+        self._state = "starting"
+        # Kept across a re-registration: a replica stays offline until the broker restarts.
+        self._offline: frozenset[tuple[uuid.UUID, int]] = frozenset()
 
     # -- the image -----------------------------------------------------------------
 
@@ -181,7 +184,7 @@ class ClusterMetadataStore:
         key = self.layout.broker(self.node_id)
         ok, revision = await self.kv.txn(
             [Compare.absent(key)],
-            [Put(key, encode_broker(host, port, rack, "starting"), self.lease)],
+            [Put(key, encode_broker(host, port, rack, "starting", self._offline), self.lease)],
         )
         if not ok:
             await self.kv.revoke(self.lease)
@@ -194,16 +197,27 @@ class ClusterMetadataStore:
         self.broker_epoch = revision
         self.trusted_until = sent + self.ttl
         self._registration = (host, port, rack)
+        self._state = "starting"
         self._tasks.append(asyncio.create_task(self._keep_alive(), name="lease-keepalive"))
         await self.caught_up(revision)
 
     async def set_state(self, state: str) -> None:
         """Move this broker's registration on (running once recovered; shutting_down)."""
+        self._state = state
+        await self._put_registration()
+
+    async def report_offline_replicas(self, replicas: frozenset[tuple[uuid.UUID, int]]) -> None:
+        """Name in our registration the replicas we cannot serve; the controller takes
+        them out of their ISRs (and away from leadership) on the next image."""
+        self._offline = replicas
+        await self._put_registration()
+
+    async def _put_registration(self) -> None:
         assert self._registration is not None
         key = self.layout.broker(self.node_id)
+        value = encode_broker(*self._registration, self._state, self._offline)
         ok, revision = await self.kv.txn(
-            [Compare.created_at(key, self.broker_epoch)],
-            [Put(key, encode_broker(*self._registration, state), self.lease)],
+            [Compare.created_at(key, self.broker_epoch)], [Put(key, value, self.lease)]
         )
         if not ok:
             raise BrokerNotAvailableError(f"broker {self.node_id}'s registration has expired")

@@ -125,12 +125,16 @@ class Controller:
         image = self.store.image
         registered = set(image.brokers)
         electable = image.electable()
+        offline = image.offline_replicas()
         changes = []
         for name, topic in image.topics.items():
             unclean = self.unclean_for(name)
             for index, state in topic.partitions.items():
-                new = next_state(state, registered, electable, unclean=unclean)
-                new = reassignment.advance(new, electable)
+                # A replica its broker reports offline counts as that broker gone, for
+                # this partition only.
+                gone = offline.get((topic.topic_id, index), set())
+                new = next_state(state, registered - gone, electable - gone, unclean=unclean)
+                new = reassignment.advance(new, electable - gone)
                 if new is not state:
                     revision = image.partition_revisions[(topic.topic_id, index)]
                     changes.append((topic.topic_id, index, revision, new))

@@ -182,3 +182,11 @@ class ClusterImage:
     def electable(self) -> set[int]:
         """Brokers that may lead: registered, recovered, and not shutting down."""
         return {b for b, reg in self.brokers.items() if reg.electable}
+
+    def offline_replicas(self) -> dict[tuple[uuid.UUID, int], set[int]]:
+        """(topic id, partition) -> the brokers that report their replica of it offline."""
+        offline: dict[tuple[uuid.UUID, int], set[int]] = {}
+        for node_id, registration in self.brokers.items():
+            for replica in registration.offline:
+                offline.setdefault(replica, set()).add(node_id)
+        return offline

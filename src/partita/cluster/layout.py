@@ -41,6 +41,10 @@ class BrokerRegistration:
     rack: str | None
     epoch: int  # the registration key's create revision: new on every start
     state: str = "running"  # starting -> running -> shutting_down
+    # Replicas this broker holds but cannot serve (their log went offline, a full disk):
+    # the controller takes them out of the ISR and away from leadership, as Kafka's
+    # controller does with a broker's failed log directory.
+    offline: frozenset[tuple[uuid.UUID, int]] = frozenset()
 
     @property
     def electable(self) -> bool:
@@ -133,9 +137,44 @@ def _object(raw: bytes) -> dict[str, Any]:
 BROKER_STATES = ("starting", "running", "shutting_down")
 
 
-def encode_broker(host: str, port: int, rack: str | None, state: str) -> bytes:
+MAX_OFFLINE_REPLICAS = 1_000_000
+
+
+def encode_broker(
+    host: str,
+    port: int,
+    rack: str | None,
+    state: str,
+    offline: frozenset[tuple[uuid.UUID, int]] = frozenset(),
+) -> bytes:
     assert state in BROKER_STATES
-    return _dump({"host": host, "port": port, "rack": rack, "state": state})
+    value: dict[str, Any] = {"host": host, "port": port, "rack": rack, "state": state}
+    if offline:
+        value["offline"] = sorted([str(topic_id), index] for topic_id, index in offline)
+    return _dump(value)
+
+
+def _offline(value: object) -> frozenset[tuple[uuid.UUID, int]]:
+    if value is None:
+        return frozenset()
+    if not isinstance(value, list) or len(value) > MAX_OFFLINE_REPLICAS:
+        raise BadValueError(f"broker offline replicas must be a list, got {value!r:.100}")
+    replicas = set()
+    for entry in value:
+        if (
+            not isinstance(entry, list)
+            or len(entry) != 2
+            or not isinstance(entry[0], str)
+            or not isinstance(entry[1], int)
+            or isinstance(entry[1], bool)
+            or not 0 <= entry[1] < 2**31
+        ):
+            raise BadValueError(f"an offline replica is [topic id, partition], got {entry!r:.100}")
+        try:
+            replicas.add((uuid.UUID(entry[0]), entry[1]))
+        except ValueError as exc:
+            raise BadValueError(f"bad topic id in offline replicas: {entry[0]!r:.100}") from exc
+    return frozenset(replicas)
 
 
 def decode_broker(node_id: int, raw: bytes, epoch: int) -> BrokerRegistration:
@@ -153,6 +192,7 @@ def decode_broker(node_id: int, raw: bytes, epoch: int) -> BrokerRegistration:
         rack or None,
         epoch,
         _state(data.get("state")),
+        _offline(data.get("offline")),
     )
 
 

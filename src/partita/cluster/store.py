@@ -9,6 +9,7 @@ through the listeners it subscribed, so one reconcile path serves both backends.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Protocol
 
@@ -57,4 +58,8 @@ class MetadataStore(Protocol):
 
     async def alter_isr(self, topic: str, index: int, leader_epoch: int, isr: list[int]) -> bool:
         """A leader's compare-and-swap of its partition's ISR; False if the state moved."""
+        ...
+
+    async def report_offline_replicas(self, replicas: frozenset[tuple[uuid.UUID, int]]) -> None:
+        """Publish the (topic id, partition) replicas this broker can no longer serve."""
         ...

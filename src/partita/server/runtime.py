@@ -38,6 +38,7 @@ async def _maintenance(broker: Broker, stop: asyncio.Event) -> None:
         try:
             # On the loop: ISR changes go through the metadata store's client.
             broker.topics.shrink_lagging_isrs()
+            broker.topics.report_offline_replicas()
             if now >= next_retention:
                 next_retention = now + retention_every
                 totals = await asyncio.to_thread(broker.run_maintenance)

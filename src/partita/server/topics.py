@@ -65,6 +65,8 @@ class TopicManager:
         # Copies the logs of the partitions this broker follows (a cluster member only).
         self.fetchers: FetcherManager | None = None
         self._loaded = False
+        self._reported_offline: frozenset[tuple[uuid.UUID, int]] = frozenset()
+        self._reporting_offline = False
         store.subscribe(self._on_metadata)
 
     # -- loading and reconciling -------------------------------------------------
@@ -183,6 +185,34 @@ class TopicManager:
             # The state moved under us (or the store is unreachable): the image brings the
             # current one, and a leader whose epoch moved steps down through become().
             partition.isr_change_failed()
+
+    def report_offline_replicas(self) -> None:
+        """Tell the cluster about replicas whose logs went offline since the last report
+        (a full or failed disk), so that the controller takes them out of their ISRs at
+        once instead of after replica.lag.time.max.ms. Checked every second."""
+        offline = frozenset(
+            (topic.topic_id, index)
+            for (name, index), partition in self.partitions.items()
+            if partition.log.offline_reason is not None
+            and (topic := self.store.topics.get(name)) is not None
+        )
+        if offline != self._reported_offline and not self._reporting_offline:
+            self._reporting_offline = True
+            asyncio.get_running_loop().create_task(self._report_offline(offline))
+
+    async def _report_offline(self, offline: frozenset[tuple[uuid.UUID, int]]) -> None:
+        try:
+            await self.store.report_offline_replicas(offline)
+            self._reported_offline = offline
+            if offline:
+                log.warning(
+                    "replicas reported offline to the controller",
+                    extra={"replicas": len(offline)},
+                )
+        except Exception as exc:
+            log.warning("offline replicas not reported; will retry", extra={"error": str(exc)})
+        finally:
+            self._reporting_offline = False
 
     def shrink_lagging_isrs(self) -> None:
         """Kafka's ISR shrink check, for every partition led here."""
