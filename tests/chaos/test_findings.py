@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -84,5 +87,17 @@ def test_acks_all_goes_on_soon_after_a_followers_disk_fills(tmp_path: Path) -> N
             assert producer.flush(40) == 0
             waited = time.monotonic() - offline
             assert waited < 8, f"acks=all waited {waited:.1f} s after the replica went offline"
+            # Out of the ISR, and listed offline by Metadata (partita's topic describe):
+            # the broker itself is still registered and serving.
+            (partition,) = admin.list_topics("full", timeout=10).topics["full"].partitions.values()
+            assert 3 not in partition.isrs and partition.leader in (1, 2)
+            described = subprocess.run(
+                [sys.executable, "-m", "partita.cli.main", "topic", "describe", "full",
+                 "-b", cluster.broker(1).bootstrap],
+                capture_output=True, text=True, timeout=30, check=True,
+            ).stdout  # fmt: skip
+            row = re.search(r"^│ 0 .*$", described, re.M)
+            assert row is not None, described
+            assert [c.strip() for c in row[0].strip("│").split("│")][-1] == "3", described
         finally:
             cluster.kill()

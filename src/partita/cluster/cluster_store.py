@@ -119,6 +119,9 @@ class ClusterMetadataStore:
             if b.state != "starting"
         ]
 
+    def offline_replicas(self) -> dict[tuple[uuid.UUID, int], set[int]]:
+        return self.image.offline_replicas()
+
     def placement_brokers(self) -> dict[int, str | None]:
         return {b.node_id: b.rack for b in self.image.brokers.values() if b.electable}
 

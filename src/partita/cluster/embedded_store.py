@@ -99,6 +99,10 @@ class EmbeddedMetadataStore:
         # Alone, a broker places every replica on itself; racks mean nothing.
         return {self.controller_id: None}
 
+    def offline_replicas(self) -> dict[tuple[uuid.UUID, int], set[int]]:
+        # Alone, the broker's own offline logs are all there is (handlers ask its logs).
+        return {}
+
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
 

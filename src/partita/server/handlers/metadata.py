@@ -23,22 +23,36 @@ INVALID_TOPIC = 17
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def offline_replicas(broker: Broker, topic: TopicState, index: int, live: set[int]) -> list[int]:
-    """A partition's offline replicas: those whose broker is not registered, and (for this
-    broker's own) one whose log could not be loaded."""
+def offline_replicas(
+    broker: Broker,
+    topic: TopicState,
+    index: int,
+    live: set[int],
+    reported: dict[tuple[uuid.UUID, int], set[int]],
+) -> list[int]:
+    """A partition's offline replicas: those whose broker is not registered, those their
+    broker reports offline (a full disk), and (for this broker's own) one whose log
+    could not be loaded."""
+    gone = reported.get((topic.topic_id, index), set())
     return [
         r
         for r in topic.partitions[index].replicas
         if r not in live
+        or r in gone
         or (r == broker.node_id and (topic.name, index) not in broker.topics.partitions)
     ]
 
 
-def _topic_entry(broker: Broker, topic: TopicState, live: set[int]) -> Any:
+def _topic_entry(
+    broker: Broker,
+    topic: TopicState,
+    live: set[int],
+    reported: dict[tuple[uuid.UUID, int], set[int]],
+) -> Any:
     """A topic as the metadata image has it."""
     partitions = []
     for index, state in sorted(topic.partitions.items()):
-        offline = offline_replicas(broker, topic, index, live)
+        offline = offline_replicas(broker, topic, index, live, reported)
         leader = state.leader if state.leader not in offline else -1
         partitions.append(
             _Partition(
@@ -82,8 +96,11 @@ async def handle(broker: Broker, header: RequestHeader, request: Any) -> Any:
     entries: list[Any] = []
     brokers = broker.store.brokers()
     live = {b.node_id for b in brokers}
+    reported = broker.store.offline_replicas()
     if all_topics:
-        entries = [_topic_entry(broker, t, live) for _, t in sorted(broker.store.topics.items())]
+        entries = [
+            _topic_entry(broker, t, live, reported) for _, t in sorted(broker.store.topics.items())
+        ]
     else:
         for wanted in requested:
             name = wanted.name
@@ -115,7 +132,7 @@ async def handle(broker: Broker, header: RequestHeader, request: Any) -> Any:
                 except KafkaError as exc:
                     entries.append(_error_entry(name, error_code(exc)))
                     continue
-            entries.append(_topic_entry(broker, topic, live))
+            entries.append(_topic_entry(broker, topic, live, reported))
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[

@@ -101,6 +101,7 @@ def handle(broker: Broker, _header: RequestHeader, request: Any) -> Any:
 
     page, next_cursor = plan_page(names, partition_count, cursor, request.response_partition_limit)
     live = {b.node_id for b in store.brokers()}
+    reported = store.offline_replicas()
     topics = []
     for entry in page:
         topic = store.topics.get(entry.topic)
@@ -115,7 +116,7 @@ def handle(broker: Broker, _header: RequestHeader, request: Any) -> Any:
             state = topic.partitions.get(index)
             if state is None:
                 continue
-            offline = offline_replicas(broker, topic, index, live)
+            offline = offline_replicas(broker, topic, index, live, reported)
             partitions.append(
                 _Partition(
                     error_code=0,
