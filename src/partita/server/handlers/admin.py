@@ -49,6 +49,17 @@ _INT_CONFIGS = {
 }
 _TOPIC_FOR_BROKER = {topic: broker for broker, topic in BROKER_TO_TOPIC.items()}
 
+# Broker settings whose Kafka default is null: Kafka's default sits on a coarser synonym
+# (log.retention.hours=168, log.roll.hours=168, ...), and its synonym list starts at the
+# first entry named after the topic config's own broker setting, so an unset one lists
+# no broker synonym at all (ConfigHelper.configSynonyms' dropWhile). Ours neither.
+_NO_KAFKA_DEFAULT = {
+    "log.roll.ms",
+    "log.roll.jitter.ms",
+    "log.retention.ms",
+    "log.flush.interval.ms",
+}
+
 
 def _config_type(name: str) -> int:
     if name in _INT_CONFIGS:
@@ -234,11 +245,14 @@ def _describe_topic(broker: Broker, name: str, keys: list[str] | None, synonyms:
                             source=SOURCE_STATIC_BROKER,
                         )
                     )
-                synonym_list.append(
-                    _DCSynonym(
-                        name=broker_key, value=BROKER_DEFAULTS[broker_key], source=SOURCE_DEFAULT
+                if broker_key not in _NO_KAFKA_DEFAULT:
+                    synonym_list.append(
+                        _DCSynonym(
+                            name=broker_key,
+                            value=BROKER_DEFAULTS[broker_key],
+                            source=SOURCE_DEFAULT,
+                        )
                     )
-                )
         entries.append(
             _DCEntry(
                 name=key,
