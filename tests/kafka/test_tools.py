@@ -308,8 +308,7 @@ def test_configs_describe_all_topic_configs_partita_has(both: Both, configured: 
     )
     lines = {
         target: {
-            line.split("=")[0].strip(): mask(line)
-            for line in r.check().stdout.splitlines()[1:]
+            line.split("=")[0].strip(): mask(line) for line in r.check().stdout.splitlines()[1:]
         }
         for target, r in results.items()
     }
