@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kafka.protocol.consumer import FetchRequest
 
 from partita.protocol.codec import decode_request
-from partita.protocol.replica_fetch_request import ReplicaFetchPartition, ReplicaFetchRequestV12
+from partita.protocol.consumer_requests import ReplicaFetchPartition, ReplicaFetchRequestV12
 
 int32 = st.integers(-(2**31), 2**31 - 1)
 int64 = st.integers(-(2**63), 2**63 - 1)

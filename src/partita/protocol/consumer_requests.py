@@ -1,6 +1,8 @@
 """The requests a consumer sends before its first record, framed by hand, and their
 responses read by hand: Metadata v12, ListOffsets v7 and Fetch v11 (whose response is
-``fetch_response.decode_fetch_response_v11``).
+``fetch_response.decode_fetch_response_v11``); and a follower's Fetch v12, sent once per
+acknowledged batch, where kafka-python's classes cost 40 µs a request (``struct`` packs:
+4 µs).
 
 Every other request of the client uses kafka-python's classes, generated from Kafka's
 JSON schemas. Those take 0.1 s to import and add 20,000 objects that every full garbage
@@ -21,9 +23,14 @@ import struct
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from partita.errors import CorruptRecordError
-from partita.protocol.fetch_response import FetchedResponse, decode_fetch_response_v11
+from partita.protocol.fetch_response import (
+    FetchedResponse,
+    decode_fetch_response_v11,
+    decode_fetch_response_v12,
+)
 from partita.protocol.wire import encode_uvarint, read_uvarint
 
 _I8 = struct.Struct(">b")
@@ -372,4 +379,67 @@ class FetchRequestV11:
                 body += _FETCH_PARTITION.pack(index, -1, offset, -1, self.partition_max_bytes)
         body += _I32.pack(0)  # forgotten topics: none without a session
         body += _string(self.rack_id)
+        return _framed([bytes(body)])
+
+
+_REPLICA_PARTITION = struct.Struct(">iiqiqi")
+
+
+class ReplicaFetchPartition(NamedTuple):
+    partition: int
+    current_leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    log_start_offset: int
+    partition_max_bytes: int
+
+
+class ReplicaFetchRequestV12:
+    """A follower's session-less Fetch (v12, the first flexible one and the first with
+    LastFetchedEpoch): ``topics`` is (topic, [ReplicaFetchPartition])."""
+
+    API_KEY = 1
+    API_VERSION = 12
+    flexible_response = True
+
+    @staticmethod
+    def decode_response(body: memoryview) -> FetchedResponse:
+        return decode_fetch_response_v12(body)
+
+    def __init__(
+        self,
+        replica_id: int,
+        topics: Sequence[tuple[str, Sequence[ReplicaFetchPartition]]],
+        *,
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+    ) -> None:
+        self.replica_id = replica_id
+        self.topics = topics
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+
+    def frame_chunks(self, correlation_id: int, client_id: str | None) -> list[bytes]:
+        body = bytearray(_request_header(self.API_KEY, self.API_VERSION, correlation_id, client_id))
+        body += _NO_TAGS  # request header v2
+        body += _FETCH_HEAD.pack(
+            self.replica_id,
+            self.max_wait_ms,
+            self.min_bytes,
+            self.max_bytes,
+            0,  # isolation level: a follower reads to the log end regardless
+            0,  # session id: no fetch session
+            -1,  # session epoch: a full fetch
+        )
+        body += encode_uvarint(len(self.topics) + 1)
+        for name, partitions in self.topics:
+            body += _compact_string(name) + encode_uvarint(len(partitions) + 1)
+            for p in partitions:
+                body += _REPLICA_PARTITION.pack(*p) + _NO_TAGS
+            body += _NO_TAGS
+        body += encode_uvarint(1)  # forgotten topics: none without a session
+        body += _compact_string("")  # rack id: only a consumer's matters
+        body += _NO_TAGS
         return _framed([bytes(body)])

@@ -26,8 +26,8 @@ from kafka.protocol.consumer import ListOffsetsRequest
 
 from partita.client.connection import BrokerConnection, ConnectionLostError
 from partita.errors import KafkaError, KafkaStorageError
+from partita.protocol.consumer_requests import ReplicaFetchPartition, ReplicaFetchRequestV12
 from partita.protocol.record_batch import LOG_OVERHEAD, iter_headers
-from partita.protocol.replica_fetch_request import ReplicaFetchPartition, ReplicaFetchRequestV12
 from partita.replication.truncation import truncation_for
 from partita.storage.log import PartitionLog
 
