@@ -391,15 +391,17 @@ class Partition:
         return info
 
     def wake_waiters(self, log_end: bool = True, high_watermark: bool = True) -> None:
-        for waiters in (
-            self.log_end_waiters if log_end else None,
-            self.high_watermark_waiters if high_watermark else None,
-        ):
-            if waiters:
-                for waiter in waiters:
-                    if not waiter.done():
-                        waiter.set_result(None)
-                waiters.clear()
+        if log_end:
+            _wake(self.log_end_waiters)
+        if high_watermark:
+            _wake(self.high_watermark_waiters)
+
+
+def _wake(waiters: set[asyncio.Future[None]]) -> None:
+    for waiter in waiters:
+        if not waiter.done():
+            waiter.set_result(None)
+    waiters.clear()
 
 
 async def wait_for_any(
