@@ -209,11 +209,19 @@ class ClusterMetadataStore:
         self._state = state
         await self._put_registration()
 
-    async def report_offline_replicas(self, replicas: frozenset[tuple[uuid.UUID, int]]) -> None:
+    async def report_offline_replicas(self, replicas: frozenset[tuple[uuid.UUID, int]]) -> bool:
         """Name in our registration the replicas we cannot serve; the controller takes
-        them out of their ISRs (and away from leadership) on the next image."""
-        self._offline = replicas
-        await self._put_registration()
+        them out of their ISRs (and away from leadership) on the next image. False when
+        the registration already names exactly these."""
+        if replicas == self._offline:
+            return False
+        previous, self._offline = self._offline, replicas
+        try:
+            await self._put_registration()
+        except BaseException:
+            self._offline = previous  # not published: the next check tries again
+            raise
+        return True
 
     async def _put_registration(self) -> None:
         assert self._registration is not None

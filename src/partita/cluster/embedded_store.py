@@ -148,9 +148,9 @@ class EmbeddedMetadataStore:
         # Alone, a broker is every partition's only replica: its ISR never changes.
         return False
 
-    async def report_offline_replicas(self, replicas: frozenset[tuple[uuid.UUID, int]]) -> None:
+    async def report_offline_replicas(self, replicas: frozenset[tuple[uuid.UUID, int]]) -> bool:
         # Alone, an offline replica is the partition: nobody else could take it over.
-        return None
+        return False
 
     async def allocate_producer_id(self) -> int:
         """A producer id never handed out before, even across restarts (ids are reserved

@@ -64,6 +64,7 @@ class MetadataStore(Protocol):
         """A leader's compare-and-swap of its partition's ISR; False if the state moved."""
         ...
 
-    async def report_offline_replicas(self, replicas: frozenset[tuple[uuid.UUID, int]]) -> None:
-        """Publish the (topic id, partition) replicas this broker can no longer serve."""
+    async def report_offline_replicas(self, replicas: frozenset[tuple[uuid.UUID, int]]) -> bool:
+        """Publish the (topic id, partition) replicas this broker can no longer serve;
+        False when that is already what was published."""
         ...

@@ -65,7 +65,6 @@ class TopicManager:
         # Copies the logs of the partitions this broker follows (a cluster member only).
         self.fetchers: FetcherManager | None = None
         self._loaded = False
-        self._reported_offline: frozenset[tuple[uuid.UUID, int]] = frozenset()
         self._reporting_offline = False
         store.subscribe(self._on_metadata)
 
@@ -196,15 +195,13 @@ class TopicManager:
             if partition.log.offline_reason is not None
             and (topic := self.store.topics.get(name)) is not None
         )
-        if offline != self._reported_offline and not self._reporting_offline:
+        if not self._reporting_offline:  # one report at a time; the store skips repeats
             self._reporting_offline = True
             asyncio.get_running_loop().create_task(self._report_offline(offline))
 
     async def _report_offline(self, offline: frozenset[tuple[uuid.UUID, int]]) -> None:
         try:
-            await self.store.report_offline_replicas(offline)
-            self._reported_offline = offline
-            if offline:
+            if await self.store.report_offline_replicas(offline) and offline:
                 log.warning(
                     "replicas reported offline to the controller",
                     extra={"replicas": len(offline)},
