@@ -137,6 +137,14 @@ class UnknownLeaderEpochError(KafkaError):
     code = 75
 
 
+class OffsetNotAvailableError(KafkaError):
+    """OFFSET_NOT_AVAILABLE: a leader just elected whose high watermark has not yet reached
+    the start of its epoch cannot say where the partition ends (KIP-207)."""
+
+    code = 78
+    retriable = True
+
+
 class UnknownTopicIdError(KafkaError):
     code = 100
 

@@ -40,6 +40,7 @@ from tests.cluster.faults import (
     read_all,
     stored_records,
     tmpfs,
+    watermarks,
 )
 
 TOPIC = "chaos"
@@ -276,10 +277,7 @@ def _wait(condition: object, timeout: float) -> bool:
 def _high_watermarks(bootstrap: str, partitions: int) -> dict[int, int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-ends"})
     try:
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=20)[1]
-            for p in range(partitions)
-        }
+        return {p: watermarks(consumer, TopicPartition(TOPIC, p))[1] for p in range(partitions)}
     finally:
         consumer.close()
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from partita.cli.local_cluster import BrokerNode, ClusterStartError, EtcdProcess, LocalCluster
 from partita.protocol.record_batch import HEADER_SIZE, read_header
@@ -97,6 +97,23 @@ def producing(
 Records = dict[int, list[tuple[int, bytes]]]
 
 
+def watermarks(consumer: Consumer, tp: TopicPartition, timeout: float = 20) -> tuple[int, int]:
+    """(log start, high watermark) of ``tp``, asked again while the answer is a retriable
+    error: a leader just elected answers OFFSET_NOT_AVAILABLE until its high watermark has
+    caught up (Kafka's rule), and librdkafka hands that straight to the caller."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(
+                tp, timeout=max(deadline - time.monotonic(), 1)
+            )
+            return int(low), int(high)
+        except KafkaException as exc:
+            if not exc.args[0].retriable() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 30) -> Records:
     """Every record of every partition, from offset 0 to the current end."""
     consumer = Consumer(
@@ -108,10 +125,7 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 30) -
         }
     )
     try:
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in range(partitions)
-        }
+        ends = {p: watermarks(consumer, TopicPartition(topic, p))[1] for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         out: Records = {p: [] for p in range(partitions)}
         deadline = time.monotonic() + timeout

@@ -4,15 +4,19 @@ rules, divergent logs truncated, consumer groups surviving their coordinator's d
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, ElectionType, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 
-from partita.cli.local_cluster import LocalCluster
-from tests.cluster.conftest import Factory, layout, until
+from partita.cli.local_cluster import BrokerNode, LocalCluster
+from partita.client.consumer import AsyncConsumer
+from tests.cluster.conftest import Factory, layout, request, until
 from tests.cluster.faults import (
     check_no_loss_no_duplicates,
     leader_of,
@@ -20,9 +24,12 @@ from tests.cluster.faults import (
     producing,
     read_all,
     segment_digests,
+    watermarks,
 )
 
 pytestmark = pytest.mark.timeout(240)
+
+OFFSET_NOT_AVAILABLE = 78
 
 PARTITIONS = 3
 
@@ -171,6 +178,94 @@ def test_a_diverged_former_leader_truncates_and_nobody_saw_what_it_lost(
     assert "truncated a diverged log" in old.logs(400)
 
 
+def test_a_leader_replaced_before_it_wrote_anything_follows_again(cluster_factory: Factory) -> None:
+    """A broker that took leadership and wrote nothing in its epoch before the preferred
+    leader came back holds an epoch its new leader never had. Its fetches must converge
+    (Kafka drops such an epoch when it truncates at its log end) instead of being
+    answered with the same DivergingEpoch until replica.lag.time.max.ms (30 s) throws it
+    out of the ISR, stalling acks=all and the high watermark meanwhile."""
+    cluster = cluster_factory(3, auto_leader_rebalance_enable="false", min_insync_replicas="2")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("idle", 1, replica_assignment=[[1, 2, 3]])])["idle"].result(20)
+    strict = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                       "message.timeout.ms": 8000})  # fmt: skip
+    for i in range(10):
+        strict.produce("idle", b"before%d" % i, partition=0)
+    assert strict.flush(20) == 0
+    cluster.broker(1).kill()
+    until(lambda: leader_of(cluster, "idle", 0).node_id == 2, 20, "broker 2 takes over")
+    cluster.broker(1).start()  # nothing is written while broker 2 leads
+    until(lambda: _isr(cluster, "idle", 0) == [1, 2, 3], 30, "broker 1 back in the ISR")
+    elected = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    outcome = elected.elect_leaders(ElectionType.PREFERRED, [TopicPartition("idle", 0)])
+    assert outcome.result(30)[TopicPartition("idle", 0)] is None
+    until(lambda: leader_of(cluster, "idle", 0).node_id == 1, 20, "broker 1 leads again")
+    errors: list[str] = []
+    started = time.monotonic()
+    strict.produce("idle", b"after", partition=0,
+                   on_delivery=lambda e, _m: errors.append(e.name() if e else ""))  # fmt: skip
+    strict.flush(15)
+    assert errors == [""], f"acks=all after the election: {errors}"
+    assert time.monotonic() - started < 5, "acks=all waited for a follower stuck on an epoch"
+    assert _isr(cluster, "idle", 0) == [1, 2, 3]
+    values = [v for _, v in read_all(cluster.bootstrap, "idle", 1)[0]]
+    assert values == [b"before%d" % i for i in range(10)] + [b"after"]
+
+
+def _latest(broker: BrokerNode, topic: str) -> tuple[int, int]:
+    """(error code, offset) of a consumer's ListOffsets latest for partition 0, asked of
+    ``broker`` itself."""
+    ask = ListOffsetsRequest(
+        version=7, replica_id=-1, isolation_level=0,
+        topics=[ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[
+            ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                partition_index=0, current_leader_epoch=-1, timestamp=-1)])])  # fmt: skip
+    answer = request(broker, ask, ListOffsetsResponse).topics[0].partitions[0]
+    return answer.error_code, answer.offset
+
+
+def test_a_new_leader_never_tells_a_consumer_an_end_behind_what_was_acknowledged(
+    cluster_factory: Factory,
+) -> None:
+    """Followers learn the leader's high watermark a fetch later. A follower elected in
+    that window starts with a high watermark below records already acknowledged; until its
+    followers' first fetches move it past the start of its epoch it answers ListOffsets
+    latest with OFFSET_NOT_AVAILABLE (Kafka's rule), never the lagging offset, and
+    partita's own client waits it out."""
+    cluster = cluster_factory(3, auto_leader_rebalance_enable="false", min_insync_replicas="2")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("ends", 1, replica_assignment=[[1, 2, 3]])])["ends"].result(20)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0})
+    for i in range(20):
+        producer.produce("ends", b"%d" % i, partition=0)
+        assert producer.flush(10) == 0
+    new_leader = cluster.broker(2)
+    answers: list[tuple[int, int]] = []
+    with paused(cluster.broker(3)):  # so that the new leader's high watermark cannot move
+        cluster.broker(1).kill()
+        until(lambda: layout(new_leader, "ends")[0].leader_id == 2, 20, "broker 2 leads")
+        for _ in range(10):
+            answers.append(_latest(new_leader, "ends"))
+            time.sleep(0.05)
+
+        async def listed() -> int:
+            consumer = AsyncConsumer(new_leader.bootstrap)
+            await consumer.start()
+            try:
+                return (await consumer.end_offsets([("ends", 0)]))[("ends", 0)]
+            finally:
+                await consumer.stop()
+
+        with ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(asyncio.run, listed())
+            time.sleep(0.5)
+            cluster.broker(3).signal(signal.SIGCONT)
+            assert waiting.result(20) == 20
+    assert all(code == OFFSET_NOT_AVAILABLE or (code, offset) == (0, 20)
+               for code, offset in answers), answers  # fmt: skip
+    assert until(lambda: _latest(new_leader, "ends") == (0, 20), 20, "the end known again")
+
+
 def test_a_consumer_group_survives_its_coordinators_death(rf3: LocalCluster) -> None:
     _topic(rf3, "grouped")
     producer = Producer({"bootstrap.servers": rf3.bootstrap, "acks": "all"})
@@ -241,9 +336,7 @@ def test_deleted_records_stay_deleted_after_a_failover(rf3: LocalCluster) -> Non
     # A new leader's HW catches up once its followers fetch from it, as in Kafka; its log
     # start is the one DeleteRecords set, never 0 again.
     until(
-        lambda: (
-            consumer.get_watermark_offsets(TopicPartition("trimmed", 0), timeout=10) == (60, 101)
-        ),
+        lambda: watermarks(consumer, TopicPartition("trimmed", 0)) == (60, 101),
         20,
         "log start 60 and every record on the new leader",
     )

@@ -15,6 +15,7 @@ from partita.errors import (
 from partita.protocol.compression import Compression
 from partita.protocol.record_batch import check_crc, read_header
 from partita.protocol.records import Record, build_batch, decode_records
+from partita.storage.checkpoint import read_epochs
 from partita.storage.config import LogConfig
 from partita.storage.log import PartitionLog
 from partita.storage.log_manager import LogManager
@@ -289,6 +290,23 @@ def test_truncate_to(open_manager: OpenManager) -> None:
     assert log.epochs.entries == [(0, 0), (3, 12)]
     log.truncate_to(0)
     assert log.log_end_offset == 0 and log.epochs.entries == []
+
+
+def test_truncating_at_the_log_end_drops_an_epoch_that_wrote_nothing(
+    open_manager: OpenManager,
+) -> None:
+    """A replaced leader that wrote nothing in its epoch forgets it when told to cut at its
+    log end, on disk too; otherwise it would fetch with an epoch its leader never had."""
+    manager = open_manager()
+    log = manager.get_or_create("t", 0)
+    log.append_as_leader(make_batch(3), leader_epoch=0)
+    log.epochs.assign(1, log.log_end_offset)  # elected, then replaced before any append
+    log.epochs.flush()
+    assert log.truncate_to(3) == 0
+    assert log.log_end_offset == 3 and log.epochs.entries == [(0, 0)]
+    assert read_epochs(log.epochs.path) == [(0, 0)]
+    log.truncate_to(3)
+    assert log.epochs.entries == [(0, 0)]  # the epochs of what it holds stay
 
 
 def test_follower_append_keeps_offsets(open_manager: OpenManager) -> None:

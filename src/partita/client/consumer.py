@@ -41,6 +41,11 @@ __all__ = ["AsyncConsumer", "ConsumerRecord", "fetch_request"]
 TopicPartition = tuple[str, int]
 EARLIEST, LATEST = -2, -1
 OFFSET_OUT_OF_RANGE = 1
+# LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
+# OFFSET_NOT_AVAILABLE: answers that change by themselves once leadership settles.
+RETRIABLE_LIST_OFFSETS_ERRORS = frozenset({5, 6, 74, 75, 78})
+LIST_OFFSETS_TIMEOUT_S = 60.0  # Kafka's default.api.timeout.ms
+RETRY_BACKOFF_S = 0.1  # retry.backoff.ms
 
 
 @dataclass(slots=True)
@@ -324,30 +329,56 @@ class AsyncConsumer:
         return leader
 
     async def list_offsets(
-        self, specs: dict[TopicPartition, int]
+        self, specs: dict[TopicPartition, int], *, timeout_s: float = LIST_OFFSETS_TIMEOUT_S
     ) -> dict[TopicPartition, tuple[int, int]]:
         """ListOffsets: timestamp, or -2 earliest, -1 latest, -3 max timestamp, per
-        partition; returns (offset, timestamp), offset -1 when nothing qualifies."""
-        by_leader: dict[int, dict[str, list[tuple[int, int]]]] = {}
-        for (topic, partition), timestamp in specs.items():
-            leader = await self._leader((topic, partition))
-            if leader < 0:
-                raise LeaderNotAvailableError(f"{topic}-{partition} has no leader right now")
-            by_leader.setdefault(leader, {}).setdefault(topic, []).append((partition, timestamp))
+        partition; returns (offset, timestamp), offset -1 when nothing qualifies.
+
+        As Kafka's consumer does, a partition whose leader is moving or was just elected
+        (no leader, NOT_LEADER_OR_FOLLOWER, a leader epoch in flux, OFFSET_NOT_AVAILABLE
+        while a new leader's high watermark catches up) is asked again after a metadata
+        refresh, until ``timeout_s`` (default.api.timeout.ms) runs out."""
+        deadline = time.monotonic() + timeout_s
         result: dict[TopicPartition, tuple[int, int]] = {}
-        for leader, topics in by_leader.items():
-            connection = await self.cluster.connection(leader)
-            request = ListOffsetsRequestV7(list(topics.items()), isolation_level=self.isolation)
-            response = await connection.request(request)
-            for topic in response.topics:
-                for p in topic.partitions:
-                    if p.error_code:
-                        raise KafkaError(
-                            f"cannot list offsets of {topic.name}-{p.partition_index}: "
-                            f"{describe_error_code(p.error_code)}"
-                        )
-                    result[(topic.name, p.partition_index)] = (p.offset, p.timestamp)
-        return result
+        pending = dict(specs)
+        while True:
+            retry: dict[TopicPartition, str] = {}
+            by_leader: dict[int, dict[str, list[tuple[int, int]]]] = {}
+            for (topic, partition), timestamp in pending.items():
+                leader = await self._leader((topic, partition))
+                if leader < 0:
+                    retry[(topic, partition)] = "it has no leader right now"
+                    continue
+                by_leader.setdefault(leader, {}).setdefault(topic, []).append(
+                    (partition, timestamp)
+                )
+            for leader, topics in by_leader.items():
+                connection = await self.cluster.connection(leader)
+                request = ListOffsetsRequestV7(list(topics.items()), isolation_level=self.isolation)
+                response = await connection.request(request)
+                for topic in response.topics:
+                    for p in topic.partitions:
+                        tp = (topic.name, p.partition_index)
+                        if p.error_code in RETRIABLE_LIST_OFFSETS_ERRORS:
+                            retry[tp] = describe_error_code(p.error_code)
+                        elif p.error_code:
+                            raise KafkaError(
+                                f"cannot list offsets of {tp[0]}-{tp[1]}: "
+                                f"{describe_error_code(p.error_code)}"
+                            )
+                        else:
+                            result[tp] = (p.offset, p.timestamp)
+            if not retry:
+                return result
+            if time.monotonic() >= deadline:
+                (topic, partition), reason = next(iter(retry.items()))
+                raise LeaderNotAvailableError(
+                    f"cannot list offsets of {topic}-{partition} within {timeout_s:g} s: {reason}"
+                )
+            pending = {tp: specs[tp] for tp in retry}
+            await asyncio.sleep(RETRY_BACKOFF_S)
+            with contextlib.suppress(KafkaError, OSError):
+                await self.cluster.refresh(sorted({t for t, _ in retry}), auto_create=False)
 
     async def offsets_for_times(
         self, times: dict[TopicPartition, int]

@@ -18,3 +18,10 @@ def describe_error_code(code: int) -> str:
     if name == "UNKNOWN" or not description:
         return f"Kafka error {code}" if name == "UNKNOWN" else f"{name} (Kafka error {code})"
     return f"{description} ({name}, Kafka error {code})"
+
+
+def error_code_name(code: int) -> str:
+    """``"NOT_LEADER_FOR_PARTITION (6)"``: short enough for a log field."""
+    from kafka.errors import for_code  # noqa: PLC0415 - only on the error path
+
+    return f"{getattr(for_code(code), 'message', 'UNKNOWN')} ({code})"

@@ -125,6 +125,10 @@ class ClusterMetadataStore:
     def placement_brokers(self) -> dict[int, str | None]:
         return {b.node_id: b.rack for b in self.image.brokers.values() if b.electable}
 
+    def isr_eligible(self, node_id: int) -> bool:
+        registration = self.image.brokers.get(node_id)
+        return registration is not None and registration.electable
+
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
 

@@ -99,6 +99,9 @@ class EmbeddedMetadataStore:
         # Alone, a broker places every replica on itself; racks mean nothing.
         return {self.controller_id: None}
 
+    def isr_eligible(self, node_id: int) -> bool:
+        return node_id == self.controller_id
+
     def offline_replicas(self) -> dict[tuple[uuid.UUID, int], set[int]]:
         # Alone, the broker's own offline logs are all there is (handlers ask its logs).
         return {}

@@ -37,6 +37,11 @@ class MetadataStore(Protocol):
         """Brokers new replicas may be placed on, with their racks."""
         ...
 
+    def isr_eligible(self, node_id: int) -> bool:
+        """Whether a broker's replicas may join an ISR now: registered and running (not
+        starting, not shutting down), as the controller requires of ISR members."""
+        ...
+
     def offline_replicas(self) -> dict[tuple[uuid.UUID, int], set[int]]:
         """(topic id, partition) -> the brokers that report their replica of it offline."""
         ...

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from kafka.protocol.consumer import ListOffsetsRequest
 
 from partita.client.connection import BrokerConnection, ConnectionLostError
+from partita.client.error_names import error_code_name
 from partita.errors import KafkaError, KafkaStorageError
 from partita.protocol.consumer_requests import ReplicaFetchPartition, ReplicaFetchRequestV12
 from partita.protocol.record_batch import LOG_OVERHEAD, iter_headers
@@ -64,6 +65,7 @@ class FollowedPartition(Protocol):
 class _Followed:
     partition: FollowedPartition
     leader_epoch: int
+    refused_with: int = 0  # the leader's last error for it, logged when it changes
 
 
 AddressOf = Callable[[int], tuple[str, int] | None]
@@ -214,8 +216,21 @@ class FetcherManager:
                     continue  # stopped following while the fetch was out
                 if answer.error_code:
                     errors = True
+                    if answer.error_code != followed.refused_with:
+                        followed.refused_with = answer.error_code
+                        log.info(
+                            "leader refused a follower fetch; retrying",
+                            extra={
+                                "partition": f"{topic.topic}-{answer.partition_index}",
+                                "leader": fetcher.leader,
+                                "leader_epoch": followed.leader_epoch,
+                                "fetch_offset": followed.partition.log.log_end_offset,
+                                "error": error_code_name(answer.error_code),
+                            },
+                        )
                     await self._on_error(connection, followed, answer.error_code)
                     continue
+                followed.refused_with = 0
                 if answer.diverging_epoch is not None:
                     self._truncate(followed.partition, *answer.diverging_epoch)
                     continue

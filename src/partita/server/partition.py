@@ -38,6 +38,7 @@ from partita.errors import (
     KafkaStorageError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
@@ -60,6 +61,9 @@ MIN_BATCH_LENGTH = 14
 _PRODUCER_ID = struct.Struct(">q")
 
 IsrWriter = Callable[["Partition", list[int]], None]
+# Whether a replica's broker may be in an ISR now: registered and running, not starting or
+# shutting down (Kafka's leader asks its metadata the same before proposing, KIP-841).
+IsrEligible = Callable[[int], bool]
 
 
 def now_ms() -> int:
@@ -68,6 +72,10 @@ def now_ms() -> int:
 
 def _no_isr_writer(_partition: Partition, _isr: list[int]) -> None:
     return None
+
+
+def _any_replica(_replica: int) -> bool:
+    return True
 
 
 @dataclass(slots=True)
@@ -90,6 +98,7 @@ class Partition:
     progress: LeaderProgress | None = None  # set while this broker leads
     pending_isr: list[int] | None = None  # an ISR change sent to the store, not yet seen
     isr_writer: IsrWriter = _no_isr_writer
+    isr_eligible: IsrEligible = _any_replica
     served_as_follower: bool = False  # logged once: a consumer read from this follower
     adding: list[int] = field(default_factory=list)  # replicas a reassignment is adding
 
@@ -216,14 +225,35 @@ class Partition:
             return True
         return False
 
-    def maybe_expand_isr(self, replica: int) -> None:
-        if self.progress is None or self.pending_isr is not None or replica in self.isr:
-            return
-        epoch_start = next(
+    @property
+    def epoch_start_offset(self) -> int:
+        """Where the current leader epoch began in our log (our log end at election)."""
+        return next(
             (start for epoch, start in self.log.epochs.entries if epoch == self.leader_epoch),
             self.log.log_end_offset,
         )
-        if self.progress.may_join(replica, self.log.high_watermark, epoch_start):
+
+    def check_offsets_known(self) -> None:
+        """Refuse to tell a client where the partition ends while we are a new leader
+        whose high watermark is still below the start of our epoch: the records before it
+        were committed under the last leader, and answering our lagging high watermark
+        would send a consumer backwards (Kafka's OFFSET_NOT_AVAILABLE; it clears as soon
+        as the followers' first fetches move the high watermark)."""
+        if self.is_leader and self.epoch_start_offset > self.log.high_watermark:
+            raise OffsetNotAvailableError(
+                f"{self.name}: the high watermark ({self.log.high_watermark}) of leader "
+                f"epoch {self.leader_epoch} is still below the epoch's start offset "
+                f"({self.epoch_start_offset})"
+            )
+
+    def maybe_expand_isr(self, replica: int) -> None:
+        if self.progress is None or self.pending_isr is not None or replica in self.isr:
+            return
+        if not self.isr_eligible(replica):
+            # Its broker is still starting (or going away): the controller would take it
+            # straight out again, and the two would trade writes until it runs.
+            return
+        if self.progress.may_join(replica, self.log.high_watermark, self.epoch_start_offset):
             self._propose_isr([*self.isr, replica], f"follower {replica} caught up")
 
     def maybe_shrink_isr(self, max_lag_ms: int) -> None:
@@ -318,9 +348,10 @@ class Partition:
 
     def truncate_to(self, offset: int) -> int:
         """Cut the log back to ``offset`` (a follower that diverged from its leader)."""
-        if offset >= self.log.log_end_offset:
-            return 0
-        removed = self.log.truncate_to(offset)
+        cuts_records = offset < self.log.log_end_offset
+        removed = self.log.truncate_to(offset)  # also drops an empty epoch at the log end
+        if not cuts_records:
+            return removed
         self.rebuild_producer_state()
         log.warning(
             "truncated a diverged log",

@@ -146,6 +146,7 @@ class TopicManager:
             return None
         partition = Partition(topic, index, partition_log, self.node_id)
         partition.isr_writer = self._write_isr
+        partition.isr_eligible = self.store.isr_eligible
         partition.rebuild_producer_state()
         partition.become(state)
         self.partitions[(topic, index)] = partition

@@ -735,6 +735,14 @@ class PartitionLog:
         with self._lock:
             self._check_online()
             if offset >= self.log_end_offset:
+                # No batch goes, but an epoch that starts at our log end does: we took
+                # leadership and wrote nothing in it before being replaced. Kept, it would
+                # stay our last epoch, one the new leader never had, and every fetch would
+                # be answered with the same DivergingEpoch (Kafka's truncateTo does this too).
+                leo = self.log_end_offset
+                if self.epochs.entries and self.epochs.entries[-1][1] >= leo:
+                    self.epochs.truncate_from_end(leo)
+                    self._flush_epochs()
                 return 0
             if offset < self.log_start_offset or self._batch_start(offset) < self.log_start_offset:
                 # Nothing at or after the log start would survive (whole batches go), so

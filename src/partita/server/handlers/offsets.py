@@ -9,7 +9,12 @@ from typing import Any
 from kafka.protocol.admin import DeleteRecordsResponse
 from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochResponse
 
-from partita.errors import KafkaError, UnknownServerError
+from partita.errors import (
+    KafkaError,
+    LeaderNotAvailableError,
+    OffsetNotAvailableError,
+    UnknownServerError,
+)
 from partita.protocol.codec import RequestHeader
 from partita.server.broker import Broker
 from partita.storage.log import PartitionLog
@@ -34,13 +39,15 @@ def epoch_for_offset(plog: PartitionLog, offset: int) -> int:
     return entries[i][0] if i >= 0 else -1
 
 
-def _list_one(broker: Broker, version: int, topic: str, p: Any) -> Any:
+def _list_one(broker: Broker, version: int, client: bool, topic: str, p: Any) -> Any:
     try:
         epoch = p.current_leader_epoch if version >= 4 else -1
         partition = broker.topics.leader_partition(topic, p.partition_index, epoch)
         plog = partition.log
         ts = p.timestamp
         if ts == LATEST:
+            if client:
+                partition.check_offsets_known()
             offset, found_ts = plog.high_watermark, -1
         elif ts in (EARLIEST, EARLIEST_LOCAL):
             offset, found_ts = plog.log_start_offset, -1
@@ -48,6 +55,10 @@ def _list_one(broker: Broker, version: int, topic: str, p: Any) -> Any:
             offset, found_ts = -1, -1  # no tiered storage: nothing is tiered
         else:
             offset, found_ts = plog.list_offset(ts)
+            if offset < 0 and client:
+                # Nothing below the high watermark qualifies; a new leader's lagging
+                # high watermark may be hiding what does (Kafka answers the same).
+                partition.check_offsets_known()
         epoch = epoch_for_offset(plog, offset) if offset >= 0 else -1
         return _LPartition(
             partition_index=p.partition_index,
@@ -57,6 +68,9 @@ def _list_one(broker: Broker, version: int, topic: str, p: Any) -> Any:
             offset=offset,
             leader_epoch=epoch,
         )
+    except OffsetNotAvailableError as exc:
+        # Before v5 clients did not know the code; Kafka sends them LEADER_NOT_AVAILABLE.
+        code = exc.code if version >= 5 else LeaderNotAvailableError.code
     except KafkaError as exc:
         code = exc.code
     except Exception:
@@ -73,10 +87,12 @@ def _list_one(broker: Broker, version: int, topic: str, p: Any) -> Any:
 
 
 def handle_list_offsets(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    version = header.api_version
+    client = request.replica_id < 0  # followers ask too (their log start), and get the truth
     topics = [
         _LTopic(
             name=t.name,
-            partitions=[_list_one(broker, header.api_version, t.name, p) for p in t.partitions],
+            partitions=[_list_one(broker, version, client, t.name, p) for p in t.partitions],
         )
         for t in request.topics
     ]
