@@ -9,12 +9,14 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 from kafka import KafkaAdminClient
+from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
 from kafka.protocol.consumer import (
     HeartbeatRequest,
     HeartbeatResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
 )
+from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
 from tests.integration.clients import create_topic, produce
 from tests.integration.conftest import BrokerProcess
@@ -223,3 +225,30 @@ def test_group_errors_keep_the_group_working(broker_factory: Any) -> None:
     member.commit(asynchronous=False)
     member.close()
     assert got == 3
+
+
+def test_describing_a_group_nobody_knows_says_so_from_v6(broker: BrokerProcess) -> None:
+    """Kafka's rule (KIP-1043): an unknown group is Dead; DescribeGroups v6+ adds
+    GROUP_ID_NOT_FOUND with a message, which kafka-consumer-groups reports as such."""
+    sock = connect(broker)
+    found = roundtrip(
+        sock,
+        FindCoordinatorRequest(version=1, key="nobody", key_type=0),  # creates the offsets topic
+        FindCoordinatorResponse,
+        1,
+    )
+    assert found.error_code == 0
+    answers = {}
+    for version in (5, 6):
+        response = roundtrip(
+            sock,
+            DescribeGroupsRequest(
+                version=version, groups=["nobody"], include_authorized_operations=False
+            ),
+            DescribeGroupsResponse,
+            version,
+        )
+        group = response.groups[0]
+        answers[version] = (group.group_state, group.error_code)
+    assert answers == {5: ("Dead", 0), 6: ("Dead", 69)}
+    assert response.groups[0].error_message == "Group nobody not found."

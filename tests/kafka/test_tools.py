@@ -209,12 +209,6 @@ def test_consumer_groups_list_and_describe(both: Both, consumed: dict[str, ToolR
     same_output(both.tool("consumer-groups", "--describe", "--all-groups", "--offsets"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DescribeGroups of a group that does not exist: Kafka 4.x answers "
-    "GROUP_ID_NOT_FOUND (kafka-consumer-groups reports GroupIdNotFoundException), partita "
-    "answers a Dead group without error (the tool prints 'Consumer group ... does not exist')",
-)
 def test_consumer_groups_describe_unknown_group(both: Both) -> None:
     same_error(both.tool("consumer-groups", "--describe", "--group", "no-such-group"))
 

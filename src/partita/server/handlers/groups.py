@@ -40,6 +40,7 @@ OFFSET_METADATA_TOO_LARGE = 12
 MAX_METADATA_BYTES = 4096
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 NOT_COORDINATOR = 16
+GROUP_ID_NOT_FOUND = 69
 
 
 # -- FindCoordinator -------------------------------------------------------------------
@@ -341,16 +342,23 @@ _Described = DescribeGroupsResponse.DescribedGroup
 _DescribedMember = _Described.DescribedGroupMember
 
 
-def handle_describe_groups(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+def handle_describe_groups(broker: Broker, header: RequestHeader, request: Any) -> Any:
     out = []
     for group_id in request.groups:
         group = broker.groups.core.groups.get(group_id)
         if group is None:
-            coordinated = broker.groups.coordinates(group_id)
+            # A group nobody knows is Dead; from v6 on Kafka also says GROUP_ID_NOT_FOUND
+            # (KIP-1043), and kafka-consumer-groups reports it as such.
+            if not broker.groups.coordinates(group_id):
+                code, message = NOT_COORDINATOR, None
+            elif header.api_version >= 6:
+                code, message = GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+            else:
+                code, message = NONE, None
             out.append(
                 _Described(
-                    error_code=NONE if coordinated else NOT_COORDINATOR,
-                    error_message=None,
+                    error_code=code,
+                    error_message=message,
                     group_id=group_id,
                     group_state=GroupState.DEAD.value,
                     protocol_type="",
