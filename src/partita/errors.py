@@ -251,3 +251,9 @@ class RequestTimedOutError(KafkaError):
 
 class StaleBrokerEpochError(KafkaError):
     code = 77
+
+
+class InconsistentClusterIdError(KafkaError):
+    """INCONSISTENT_CLUSTER_ID: a data directory of one cluster offered to another."""
+
+    code = 104

@@ -225,6 +225,33 @@ def test_unreachable_etcd_is_one_clear_error(tmp_path: Path) -> None:
     assert time.monotonic() - started < 30
 
 
+def test_a_data_dir_of_another_cluster_is_refused_before_a_log_is_opened(
+    cluster_factory: Factory,
+) -> None:
+    """Kafka's InconsistentClusterIdException: a broker pointed at another cluster's
+    metadata (a wiped or swapped etcd, a wrong --metadata) keeps its logs out of it."""
+    first = cluster_factory(1)
+    admin = AdminClient({"bootstrap.servers": first.bootstrap})
+    admin.create_topics([NewTopic("kept", 1, 1)])["kept"].result(20)
+    producer = Producer({"bootstrap.servers": first.bootstrap})
+    producer.produce("kept", b"x")
+    assert producer.flush(20) == 0
+    old = first.broker(1)
+    assert old.stop() == 0
+    second = cluster_factory(2)  # its own etcd: another cluster id
+    assert second.broker(1).stop() == 0  # node id 1 is free there
+    stranger = BrokerNode(1, old.data_dir, second.metadata)
+    with pytest.raises(Exception, match="trying to join the wrong cluster"):
+        stranger.start(timeout=30)
+    assert stranger.proc is not None and stranger.proc.returncode == 1
+    assert "Traceback" not in stranger.logs()
+    assert (old.data_dir / "kept-0").is_dir()  # nothing of it was touched
+    assert "kept" not in {t for t in KafkaAdminClient(
+        bootstrap_servers=second.bootstrap).list_topics()}  # fmt: skip
+    old.start()  # its own cluster still takes it back
+    assert layout(old, "kept")[0].leader_id == 1
+
+
 def test_a_paused_leader_stops_acknowledging_once_replaced(cluster_factory: Factory) -> None:
     cluster = cluster_factory(3)
     _create(cluster.broker(1).bootstrap, "zombie", 3, 3)

@@ -22,11 +22,11 @@ from partita.errors import (
     UnknownTopicOrPartitionError,
 )
 from partita.storage.checkpoint import write_atomically
+from partita.storage.meta_properties import claim_data_dir
 
 log = logging.getLogger(__name__)
 
 METADATA_FILE = "partita-metadata.json"
-META_PROPERTIES = "meta.properties"
 
 
 class EmbeddedMetadataStore:
@@ -45,7 +45,7 @@ class EmbeddedMetadataStore:
     def load(self, node_id: int) -> None:
         self._node_id = node_id
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.cluster_id = self._load_meta_properties(node_id)
+        self.cluster_id = claim_data_dir(self.data_dir, node_id)
         if not self.path.exists():
             return
         try:
@@ -57,24 +57,6 @@ class EmbeddedMetadataStore:
             self._next_producer_id = self.producer_id_block_end
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise KafkaStorageError(f"cannot read cluster metadata {self.path}: {exc}") from exc
-
-    def _load_meta_properties(self, node_id: int) -> str:
-        """Kafka's meta.properties: the cluster id is fixed the first time a dir is used."""
-        path = self.data_dir / META_PROPERTIES
-        props: dict[str, str] = {}
-        if path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                key, sep, value = line.partition("=")
-                if sep and not line.startswith("#"):
-                    props[key.strip()] = value.strip()
-            if props.get("node.id") not in (None, str(node_id)):
-                raise KafkaStorageError(
-                    f"{path} belongs to node {props['node.id']}, not node {node_id}"
-                )
-        if "cluster.id" not in props:
-            props = {"version": "1", "node.id": str(node_id), "cluster.id": uuid.uuid4().hex[:22]}
-            write_atomically(path, "".join(f"{k}={v}\n" for k, v in props.items()))
-        return props["cluster.id"]
 
     def save(self) -> None:
         body = {

@@ -25,6 +25,7 @@ from partita.server.metrics import BrokerMetrics
 from partita.server.topics import TopicManager
 from partita.storage.dir_lock import DataDirLock
 from partita.storage.log_manager import LogManager
+from partita.storage.meta_properties import claim_data_dir
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,14 @@ class Broker:
         try:
             if self.embedded is not None:
                 self.embedded.load(self.node_id)
+            else:
+                # Before a single log is opened: another cluster's logs must not be adopted.
+                claim_data_dir(
+                    self.data_dir,
+                    self.node_id,
+                    self.store.cluster_id,
+                    cluster_source=self.cluster.source if self.cluster else "",
+                )
             self.logs.startup()
             self.topics.load()  # also loads the groups of the offsets partitions led here
         except BaseException:

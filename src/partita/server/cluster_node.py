@@ -35,6 +35,7 @@ class ClusterNode:
         endpoints, prefix = parse_endpoints(metadata_url)
         self.broker = broker
         self.endpoints = endpoints
+        self.source = metadata_url  # for messages: where the cluster's metadata lives
         config = broker.config
         self.kv = EtcdKV(endpoints)
         self.store = ClusterMetadataStore(
