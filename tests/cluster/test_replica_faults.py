@@ -1,5 +1,5 @@
 """A replica's bad days: fetches that lie about who they are or ask for what does not
-exist, and a follower whose disk fills up."""
+exist, and a follower or a leader whose disk fills up."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from partita.cli.local_cluster import LocalCluster
 from tests.cluster.conftest import Factory, layout, request, until
+from tests.cluster.faults import check_no_loss_no_duplicates, fill, producing, read_all
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -130,3 +131,41 @@ def _brokers(cluster: LocalCluster) -> list[object]:
     from tests.cluster.conftest import metadata  # noqa: PLC0415
 
     return list(metadata(cluster.broker(1)).brokers)
+
+
+def test_a_leader_whose_disk_fills_hands_the_partition_over_and_loses_nothing(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    """The leader's own append fails: the producer is told KAFKA_STORAGE_ERROR (retriable)
+    for what was not written, the broker reports its replica offline, the controller
+    elects an in-sync follower, and the idempotent producer goes on there. Every
+    acknowledged value is read back once, in order, and the broker stays up."""
+    cluster = LocalCluster(tmp_path / "c", 3, settings={"min.insync.replicas": "2"})
+    cluster.broker(1).data_dir = small_disk / "data"  # broker 1 leads on a 6 MiB disk
+    cluster.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        # Small segments: the space reserved past a segment's end is small too, so the
+        # leader's appends meet the full disk at once.
+        brim = NewTopic(
+            "brim", 1, replica_assignment=[[1, 2, 3]], config={"segment.bytes": "16384"}
+        )
+        admin.create_topics([brim])["brim"].result(20)
+        with producing(cluster.bootstrap, "brim", 1, rate=400) as ledger:
+            time.sleep(1)
+            fill(small_disk)
+            until(
+                lambda: layout(cluster.broker(2), "brim")[0].leader_id in (2, 3),
+                20,
+                "an in-sync follower takes over from the leader whose disk filled",
+            )
+            moved = len(ledger.acked)
+            until(lambda: len(ledger.acked) > moved + 200, 20, "acknowledgements go on")
+        assert not ledger.failed, list(ledger.failed.items())[:5]
+        assert "replica offline: an append as leader failed" in cluster.broker(1).logs(400)
+        assert cluster.broker(1).alive
+        partition = layout(cluster.broker(2), "brim")[0]
+        assert 1 not in partition.isr_nodes and 1 in partition.offline_replicas
+        check_no_loss_no_duplicates(ledger, read_all(cluster.broker(2).bootstrap, "brim", 1))
+    finally:
+        cluster.kill()

@@ -384,13 +384,32 @@ class Partition:
         _check_produce_records(view)
         # Only the producer id is needed here; the log validates the whole header once.
         (producer_id,) = _PRODUCER_ID.unpack_from(view, PRODUCER_ID_POS)
-        if producer_id < 0:
-            info = self.log.append_as_leader(view, self.leader_epoch)
-        else:
-            info = self._append_idempotent(view)
+        try:
+            if producer_id < 0:
+                info = self.log.append_as_leader(view, self.leader_epoch)
+            else:
+                info = self._append_idempotent(view)
+        except KafkaStorageError as exc:
+            self._leader_append_failed(exc)
+            raise
         self.wake_waiters(high_watermark=False)  # followers long-poll for the new log end
         self.maybe_advance_high_watermark()
         return info
+
+    def _leader_append_failed(self, exc: KafkaStorageError) -> None:
+        """Kafka takes a log directory offline at its first failed write (a full disk
+        too), and the controller gives its partitions to in-sync followers. So does a
+        leader here when an in-sync follower can take over: its replica goes offline, the
+        broker reports it, the controller elects the follower, and the producer's retry
+        lands there. A leader with nobody in sync (a broker alone, RF 1) keeps its replica
+        online: reads go on, and writes resume once there is space again."""
+        if self.log.offline_reason is not None or not any(r != self.node_id for r in self.isr):
+            return
+        self.log.offline_reason = f"a leader append failed: {exc.message}"
+        log.error(
+            "replica offline: an append as leader failed; an in-sync follower takes over",
+            extra={"partition": self.name, "isr": self.isr, "error": exc.message},
+        )
 
     def _append_idempotent(self, view: memoryview) -> AppendInfo:
         headers = [h for _pos, h in iter_headers(view)]
