@@ -12,6 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaAdminClient
+from kafka import TopicPartition as KpTopicPartition
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 
 from partita.cli.local_cluster import BrokerNode, LocalCluster
@@ -264,6 +266,42 @@ def test_a_new_leader_never_tells_a_consumer_an_end_behind_what_was_acknowledged
     assert all(code == OFFSET_NOT_AVAILABLE or (code, offset) == (0, 20)
                for code, offset in answers), answers  # fmt: skip
     assert until(lambda: _latest(new_leader, "ends") == (0, 20), 20, "the end known again")
+
+
+def test_a_topic_deleted_and_created_again_while_a_broker_was_away_starts_afresh_there(
+    cluster_factory: Factory,
+) -> None:
+    """Broker 3 misses the deletion of a topic and the creation of another of the same
+    name. Back, and given the new topic's partition by a reassignment, its old directory
+    (same name, another topic id) must not pass for the new replica: it would keep old
+    records at offsets the new leader gave to new ones, at the same epoch 0, where no
+    truncation rule can see them. Kafka treats such a directory as stray (KIP-516)."""
+    cluster = cluster_factory(3)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("again", 1, replica_assignment=[[1, 2, 3]])])["again"].result(20)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(50):  # one batch each, so that a cut at any offset keeps some
+        producer.produce("again", b"old%02d" % i)
+        assert producer.flush(20) == 0
+    assert cluster.broker(3).stop() == 0
+    admin.delete_topics(["again"])["again"].result(20)
+    until(lambda: "again" not in admin.list_topics(timeout=10).topics, 20, "the topic is gone")
+    admin.create_topics([NewTopic("again", 1, replica_assignment=[[1, 2]])])["again"].result(20)
+    for i in range(20):
+        producer.produce("again", b"new%02d" % i)
+    assert producer.flush(20) == 0
+    cluster.broker(3).start()
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    kp.alter_partition_reassignments({KpTopicPartition("again", 0): [1, 2, 3]})
+    kp.close()
+    until(lambda: _isr(cluster, "again", 0) == [1, 2, 3], 30, "broker 3 in sync with the new topic")
+    _replicas_identical(cluster, "again", 1)
+    cluster.broker(1).kill()
+    cluster.broker(2).kill()
+    until(lambda: layout(cluster.broker(3), "again")[0].leader_id == 3, 20, "broker 3 leads")
+    values = [v for _, v in read_all(cluster.broker(3).bootstrap, "again", 1)[0]]
+    assert values == [b"new%02d" % i for i in range(20)]
+    assert "belongs to an earlier topic of this name" in cluster.broker(3).logs(400)
 
 
 def test_a_consumer_group_survives_its_coordinators_death(rf3: LocalCluster) -> None:

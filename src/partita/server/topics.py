@@ -106,7 +106,7 @@ class TopicManager:
             partition = self.partitions.get((name, index))
             hosted = self.node_id in state.replicas
             if hosted and partition is None:
-                partition = self._open_partition(name, index, state)
+                partition = self._open_partition(name, index, state, topic.topic_id)
             elif not hosted and partition is not None:
                 self._drop_partition(name, index)
                 continue
@@ -136,9 +136,11 @@ class TopicManager:
             except Exception:
                 log.exception("leadership listener failed")
 
-    def _open_partition(self, topic: str, index: int, state: PartitionState) -> Partition | None:
+    def _open_partition(
+        self, topic: str, index: int, state: PartitionState, topic_id: uuid.UUID
+    ) -> Partition | None:
         try:
-            partition_log = self.logs.get_or_create(topic, index)
+            partition_log = self.logs.get_or_create(topic, index, topic_id)
         except Exception as exc:
             log.error(
                 "partition unavailable", extra={"partition": f"{topic}-{index}", "error": str(exc)}

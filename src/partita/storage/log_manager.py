@@ -27,6 +27,7 @@ from partita.storage.config import LogConfig
 from partita.storage.loader import open_partition_log
 from partita.storage.log import Clock, PartitionLog, wall_clock_ms
 from partita.storage.open_files import OPEN_SEGMENT_FILES
+from partita.storage.partition_metadata import kafka_uuid_text, read_topic_id, write_topic_id
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
+STRAY_DIR_SUFFIX = "-stray"  # Kafka's name for a directory of a topic that is gone
 
 TopicPartition = tuple[str, int]
 ConfigLookup = Callable[[str], LogConfig]
@@ -88,7 +90,7 @@ class LogManager:
         for path in sorted(self.data_dir.iterdir()):
             if not path.is_dir():
                 continue
-            if path.name.endswith(DELETE_DIR_SUFFIX):
+            if path.name.endswith((DELETE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
                 shutil.rmtree(path, ignore_errors=True)
                 continue
             tp = parse_partition_dir(path.name)
@@ -208,10 +210,20 @@ class LogManager:
         except KeyError:
             raise UnknownTopicOrPartitionError(f"no partition {topic}-{partition}") from None
 
-    def get_or_create(self, topic: str, partition: int) -> PartitionLog:
+    def get_or_create(
+        self, topic: str, partition: int, topic_id: uuid.UUID | None = None
+    ) -> PartitionLog:
+        """The partition's log, created if need be. With ``topic_id``, a directory left
+        by an earlier topic of the same name (deleted while this broker was away) is
+        stray: it is removed and the partition starts empty, as Kafka does; a directory
+        with no id recorded yet is adopted and given this one."""
         tp = (topic, partition)
+        if topic_id is not None:
+            self._drop_if_stray(topic, partition, topic_id)
         existing = self.logs.get(tp)
         if existing is not None:
+            if topic_id is not None and read_topic_id(existing.directory) is None:
+                self._record_topic_id(existing.directory, topic_id)
             return existing
         if tp in self.offline:
             raise KafkaStorageError(f"partition {topic}-{partition} is offline: {self.offline[tp]}")
@@ -227,9 +239,35 @@ class LogManager:
         except OSError as exc:
             raise KafkaStorageError(f"cannot create partition {topic}-{partition}: {exc}") from exc
         self.logs[tp] = created
+        if topic_id is not None:
+            self._record_topic_id(created.directory, topic_id)
         return created
 
-    def delete_partition(self, topic: str, partition: int) -> None:
+    def _drop_if_stray(self, topic: str, partition: int, topic_id: uuid.UUID) -> None:
+        directory = self.data_dir / f"{topic}-{partition}"
+        recorded = read_topic_id(directory)
+        if recorded is None or recorded == topic_id:
+            return
+        log.warning(
+            "partition directory belongs to an earlier topic of this name; deleting it",
+            extra={
+                "partition": directory.name,
+                "recorded_topic_id": kafka_uuid_text(recorded),
+                "topic_id": kafka_uuid_text(topic_id),
+            },
+        )
+        self.delete_partition(topic, partition, suffix=STRAY_DIR_SUFFIX)
+
+    @staticmethod
+    def _record_topic_id(directory: Path, topic_id: uuid.UUID) -> None:
+        try:
+            write_topic_id(directory, topic_id)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot record the topic id in {directory}: {exc}") from exc
+
+    def delete_partition(
+        self, topic: str, partition: int, *, suffix: str = DELETE_DIR_SUFFIX
+    ) -> None:
         """Remove a partition: rename its directory aside at once, then delete it."""
         tp = (topic, partition)
         partition_log = self.logs.pop(tp, None)
@@ -240,7 +278,7 @@ class LogManager:
         if partition_log is not None:
             partition_log.close()
         if directory.exists():
-            doomed = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+            doomed = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{suffix}")
             directory.rename(doomed)
             shutil.rmtree(doomed, ignore_errors=True)
 

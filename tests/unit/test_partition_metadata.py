@@ -1,0 +1,59 @@
+"""partition.metadata: a partition directory names the topic id it belongs to, and one
+left by an earlier topic of the same name is never taken for the new topic's replica."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from partita.storage.log_manager import LogManager
+from partita.storage.partition_metadata import (
+    PARTITION_METADATA,
+    kafka_uuid_text,
+    read_topic_id,
+)
+from tests.conftest import make_batch
+
+OpenManager = Callable[..., LogManager]
+
+
+def test_kafkas_text_form_of_a_topic_id() -> None:
+    # Kafka's Uuid.toString: URL-safe base64 without padding (22 characters).
+    value = uuid.UUID("f8c9c5c6-8f0e-4a6b-9d2e-3b1b7a1e0f4d")
+    assert kafka_uuid_text(value) == "-MnFxo8OSmudLjsbeh4PTQ"
+
+
+def test_a_new_partition_records_its_topic_id(open_manager: OpenManager) -> None:
+    topic_id = uuid.uuid4()
+    log = open_manager().get_or_create("t", 0, topic_id)
+    text = (log.directory / PARTITION_METADATA).read_text()
+    assert text == f"version: 0\ntopic_id: {kafka_uuid_text(topic_id)}\n"
+    assert read_topic_id(log.directory) == topic_id
+
+
+def test_a_directory_from_before_ids_is_adopted(tmp_path: Path, open_manager: OpenManager) -> None:
+    data = tmp_path / "data"
+    old = open_manager(data_dir=data).get_or_create("t", 0)  # no id, as older brokers wrote
+    old.append_as_leader(make_batch(3), leader_epoch=0)
+    assert read_topic_id(old.directory) is None
+    topic_id = uuid.uuid4()
+    reopened = open_manager(data_dir=data).get_or_create("t", 0, topic_id)
+    assert reopened.log_end_offset == 3 and read_topic_id(reopened.directory) == topic_id
+
+
+def test_a_directory_of_an_earlier_topic_is_stray(
+    tmp_path: Path, open_manager: OpenManager
+) -> None:
+    data = tmp_path / "data"
+    first = uuid.uuid4()
+    old = open_manager(data_dir=data).get_or_create("t", 0, first)
+    old.append_as_leader(make_batch(5), leader_epoch=0)
+    manager = open_manager(data_dir=data)
+    assert manager.get("t", 0).log_end_offset == 5  # loaded at start-up, by name
+    second = uuid.uuid4()
+    fresh = manager.get_or_create("t", 0, second)
+    assert fresh.log_end_offset == 0 and fresh.epochs.entries == []
+    assert read_topic_id(fresh.directory) == second
+    assert sorted(p.name for p in data.iterdir() if p.is_dir()) == ["t-0"]  # the old one is gone
+    assert manager.get_or_create("t", 0, second) is fresh
