@@ -327,6 +327,36 @@ def test_partitas_own_client_follows_leaders(cluster: LocalCluster) -> None:
     assert asyncio.run(run()) == 600
 
 
+def test_partitas_end_offsets_wait_out_a_leaders_death(cluster: LocalCluster) -> None:
+    """As Kafka's consumer does, end_offsets retries through a failover: the dead
+    leader's connection refused, no leader yet, a new leader still catching its high
+    watermark up (OFFSET_NOT_AVAILABLE); it answers once the partition is led again."""
+    from partita.client.consumer import AsyncConsumer  # noqa: PLC0415
+
+    one = cluster.broker(3).bootstrap
+    _create(one, "ends", 1, 3)
+    producer = Producer({"bootstrap.servers": one, "acks": "all"})
+    for i in range(30):
+        producer.produce("ends", b"%d" % i)
+    assert producer.flush(20) == 0
+    leader = layout(cluster.broker(3), "ends")[0].leader_id
+    survivor = next(b for b in cluster.brokers if b.node_id != leader)
+
+    async def run() -> tuple[int, int]:
+        consumer = AsyncConsumer(bootstrap_servers=survivor.bootstrap)
+        await consumer.start()
+        try:
+            before = (await consumer.end_offsets([("ends", 0)]))[("ends", 0)]
+            cluster.broker(leader).kill()  # its metadata still names the dead leader
+            after = (await consumer.end_offsets([("ends", 0)]))[("ends", 0)]
+            return before, after
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(run()) == (30, 30)
+    assert layout(survivor, "ends")[0].leader_id not in (leader, -1)
+
+
 def test_concurrent_auto_creates_through_different_brokers_all_succeed(
     cluster: LocalCluster,
 ) -> None:

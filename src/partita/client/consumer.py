@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from partita.client.cluster import Cluster
+from partita.client.connection import ConnectionLostError
 from partita.client.error_names import describe_error_code
 from partita.client.fetched_records import ConsumerRecord, read_batches
 from partita.errors import (
@@ -353,9 +354,17 @@ class AsyncConsumer:
                     (partition, timestamp)
                 )
             for leader, topics in by_leader.items():
-                connection = await self.cluster.connection(leader)
                 request = ListOffsetsRequestV7(list(topics.items()), isolation_level=self.isolation)
-                response = await connection.request(request)
+                try:
+                    connection = await self.cluster.connection(leader)
+                    response = await connection.request(request)
+                except (ConnectionLostError, OSError) as exc:
+                    # The leader went away (killed, restarting): the next metadata names
+                    # its successor.
+                    for topic_name, asked in topics.items():
+                        for partition, _timestamp in asked:
+                            retry[(topic_name, partition)] = f"broker {leader}: {exc}"
+                    continue
                 for topic in response.topics:
                     for p in topic.partitions:
                         tp = (topic.name, p.partition_index)
