@@ -133,6 +133,12 @@ def test_min_insync_replicas_refuses_acks_all_and_the_isr_grows_back(rf3: LocalC
     strict.produce("minisr", b"z", on_delivery=lambda e, _m: errors.append(e.name() if e else ""))
     strict.flush(10)
     assert errors[2] == ""
+    # Each returning broker is proposed once, when it runs: a broker still starting, put
+    # in by the leader, was taken out again by the controller, several times over.
+    proposals = [line for line in leader.logs(400).splitlines() if "minisr-0" in line
+                 and "proposing an ISR change" in line and "caught up" in line]  # fmt: skip
+    for broker in others:
+        assert sum(f"follower {broker.node_id} caught up" in ln for ln in proposals) == 1, proposals
 
 
 def test_a_diverged_former_leader_truncates_and_nobody_saw_what_it_lost(
