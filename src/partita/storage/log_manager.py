@@ -218,36 +218,40 @@ class LogManager:
         stray: it is removed and the partition starts empty, as Kafka does; a directory
         with no id recorded yet is adopted and given this one."""
         tp = (topic, partition)
-        if topic_id is not None:
-            self._drop_if_stray(topic, partition, topic_id)
-        existing = self.logs.get(tp)
-        if existing is not None:
-            if topic_id is not None and read_topic_id(existing.directory) is None:
-                self._record_topic_id(existing.directory, topic_id)
-            return existing
-        if tp in self.offline:
-            raise KafkaStorageError(f"partition {topic}-{partition} is offline: {self.offline[tp]}")
-        try:
-            created = open_partition_log(
-                self.data_dir / f"{topic}-{partition}",
-                topic,
-                partition,
-                self.config_for(topic),
-                clean_shutdown=True,
-                clock=self.clock,
-            )
-        except OSError as exc:
-            raise KafkaStorageError(f"cannot create partition {topic}-{partition}: {exc}") from exc
-        self.logs[tp] = created
-        if topic_id is not None:
-            self._record_topic_id(created.directory, topic_id)
-        return created
+        recorded = None if topic_id is None else self._recorded_or_stray(topic, partition, topic_id)
+        partition_log = self.logs.get(tp)
+        if partition_log is None:
+            if tp in self.offline:
+                raise KafkaStorageError(
+                    f"partition {topic}-{partition} is offline: {self.offline[tp]}"
+                )
+            try:
+                partition_log = open_partition_log(
+                    self.data_dir / f"{topic}-{partition}",
+                    topic,
+                    partition,
+                    self.config_for(topic),
+                    clean_shutdown=True,
+                    clock=self.clock,
+                )
+            except OSError as exc:
+                raise KafkaStorageError(
+                    f"cannot create partition {topic}-{partition}: {exc}"
+                ) from exc
+            self.logs[tp] = partition_log
+        if topic_id is not None and recorded is None:
+            self._record_topic_id(partition_log.directory, topic_id)
+        return partition_log
 
-    def _drop_if_stray(self, topic: str, partition: int, topic_id: uuid.UUID) -> None:
+    def _recorded_or_stray(
+        self, topic: str, partition: int, topic_id: uuid.UUID
+    ) -> uuid.UUID | None:
+        """The topic id the partition's directory records (``topic_id`` or None); a
+        directory recording another one is deleted first, and None returned."""
         directory = self.data_dir / f"{topic}-{partition}"
         recorded = read_topic_id(directory)
         if recorded is None or recorded == topic_id:
-            return
+            return recorded
         log.warning(
             "partition directory belongs to an earlier topic of this name; deleting it",
             extra={
@@ -257,6 +261,7 @@ class LogManager:
             },
         )
         self.delete_partition(topic, partition, suffix=STRAY_DIR_SUFFIX)
+        return None
 
     @staticmethod
     def _record_topic_id(directory: Path, topic_id: uuid.UUID) -> None:
