@@ -97,6 +97,29 @@ def test_lock_dies_with_a_killed_broker(broker_factory: type[BrokerProcess]) -> 
     assert len(consume_all(again.bootstrap, "kept", [0], expected=1)) == 1
 
 
+def test_another_nodes_data_dir_is_refused_before_a_log_is_opened(
+    broker_factory: type[BrokerProcess],
+) -> None:
+    """meta.properties names the node a directory belongs to; a broker started on it with
+    another --node-id stops with one line, and the directory is left as it was."""
+    first = broker_factory()
+    first.start()
+    create_topic(first.bootstrap, "kept")
+    produce(first.bootstrap, "kept", [{"value": b"v"}])
+    assert first.stop() == 0
+    before = (first.data_dir / "meta.properties").read_text()
+    other = partita(
+        "broker", "--node-id", "2", "--data-dir", str(first.data_dir), "--listen", "127.0.0.1:0",
+        timeout=60,
+    )  # fmt: skip
+    assert other.returncode == 1
+    lines = [line for line in other.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "belongs to node 0, not node 2" in lines[0], other.stderr
+    assert (first.data_dir / "meta.properties").read_text() == before
+    restart(first)
+    assert len(consume_all(first.bootstrap, "kept", [0], expected=1)) == 1
+
+
 # -- internal topics ----------------------------------------------------------------
 
 

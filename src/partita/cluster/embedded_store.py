@@ -22,7 +22,6 @@ from partita.errors import (
     UnknownTopicOrPartitionError,
 )
 from partita.storage.checkpoint import write_atomically
-from partita.storage.meta_properties import claim_data_dir
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +41,11 @@ class EmbeddedMetadataStore:
         self._node_id = 0
         self._dynamic: dict[str, str] = {}
 
-    def load(self, node_id: int) -> None:
+    def load(self, node_id: int, cluster_id: str) -> None:
+        """Read the topics; ``cluster_id`` is the one the data directory's
+        meta.properties holds (the broker claims the directory first)."""
         self._node_id = node_id
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.cluster_id = claim_data_dir(self.data_dir, node_id)
+        self.cluster_id = cluster_id
         if not self.path.exists():
             return
         try:

@@ -102,16 +102,17 @@ class Broker:
     def startup(self) -> None:
         self.lock_data_dir()
         try:
+            # Before a single log is opened: another node's or another cluster's logs must
+            # not be adopted. A broker alone takes the id its directory holds (or makes one).
+            cluster = self.cluster
+            cluster_id = claim_data_dir(
+                self.data_dir,
+                self.node_id,
+                None if cluster is None else self.store.cluster_id,
+                cluster_source="" if cluster is None else cluster.source,
+            )
             if self.embedded is not None:
-                self.embedded.load(self.node_id)
-            else:
-                # Before a single log is opened: another cluster's logs must not be adopted.
-                claim_data_dir(
-                    self.data_dir,
-                    self.node_id,
-                    self.store.cluster_id,
-                    cluster_source=self.cluster.source if self.cluster else "",
-                )
+                self.embedded.load(self.node_id, cluster_id)
             self.logs.startup()
             self.topics.load()  # also loads the groups of the offsets partitions led here
         except BaseException:
