@@ -381,8 +381,12 @@ class NetnsCluster(LocalCluster):
 def tmpfs(mount_point: Path, size_mb: int) -> Iterator[Path]:
     """A tmpfs of ``size_mb`` MiB mounted at ``mount_point`` (needs root)."""
     mount_point.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(mount_point)],
-                   check=True, capture_output=True, timeout=20)  # fmt: skip
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(mount_point)],
+        capture_output=True, text=True, timeout=20, check=False,
+    )  # fmt: skip
+    if mounted.returncode != 0:
+        raise RuntimeError(f"cannot mount a tmpfs (needs root): {mounted.stderr.strip()}")
     try:
         yield mount_point
     finally:

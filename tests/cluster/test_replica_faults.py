@@ -3,9 +3,7 @@ exist, and a follower or a leader whose disk fills up."""
 
 from __future__ import annotations
 
-import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +14,7 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from partita.cli.local_cluster import LocalCluster
 from tests.cluster.conftest import Factory, layout, request, until
-from tests.cluster.faults import check_no_loss_no_duplicates, fill, producing, read_all
+from tests.cluster.faults import check_no_loss_no_duplicates, fill, producing, read_all, tmpfs
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -83,16 +81,9 @@ def test_follower_fetches_that_lie_are_refused_and_harmless(cluster_factory: Fac
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount_point = tmp_path / f"tmpfs-{uuid.uuid4().hex[:8]}"
-    mount_point.mkdir()
-    result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mount_point)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    if result.returncode != 0:
-        pytest.fail(f"cannot mount a tmpfs (needs root): {result.stderr.strip()}")
-    yield mount_point
-    subprocess.run(["umount", "-l", str(mount_point)], check=False)
+    """A 6 MiB disk for one broker's data."""
+    with tmpfs(tmp_path / "tmpfs", 6) as mount:
+        yield mount
 
 
 def test_a_follower_with_a_full_disk_leaves_the_isr_not_the_cluster(
