@@ -42,7 +42,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from partita.cli.local_cluster import LocalCluster, free_port
+from partita.local.cluster import LocalCluster, free_port
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

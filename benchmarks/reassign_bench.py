@@ -25,8 +25,8 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from partita.cli.local_cluster import LocalCluster
 from partita.client.admin import AsyncAdmin
+from partita.local.cluster import LocalCluster
 
 
 def fill(bootstrap: str, topic: str, mib: int) -> None:

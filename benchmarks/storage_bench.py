@@ -61,11 +61,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from partita.protocol.file_region import FileRegion
 from partita.protocol.record_batch import HEADER_SIZE, read_header
 from partita.protocol.records import Record, build_batch
 from partita.storage import linux_file_calls
 from partita.storage.config import LogConfig
-from partita.storage.file_region import FileRegion
 from partita.storage.log import PartitionLog
 from partita.storage.log_manager import LogManager
 from partita.storage.segment import RESERVE_WINDOW, WRITEBACK_WINDOW

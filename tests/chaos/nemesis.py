@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from partita.cli.local_cluster import BrokerNode
+from partita.local.cluster import BrokerNode
 from tests.chaos.history import Fault
 from tests.chaos.workload import Recorder, announced
 from tests.cluster.conftest import until

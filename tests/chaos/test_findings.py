@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from partita.cli.local_cluster import LocalCluster
+from partita.local.cluster import LocalCluster
 from tests.cluster.conftest import Factory, cluster_factory, layout, metadata, until
 from tests.cluster.faults import fill, tmpfs
 

@@ -12,7 +12,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from partita.cli.local_cluster import BrokerNode
+from partita.local.cluster import BrokerNode
 from tests.chaos.history import (
     FAILED,
     OK,

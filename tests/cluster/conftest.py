@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from partita.cli.local_cluster import BrokerNode, LocalCluster
+from partita.local.cluster import BrokerNode, LocalCluster
 
 Factory = Callable[..., LocalCluster]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from partita.cli.local_cluster import BrokerNode, ClusterStartError, EtcdProcess, LocalCluster
+from partita.local.cluster import BrokerNode, ClusterStartError, EtcdProcess, LocalCluster
 from partita.protocol.record_batch import HEADER_SIZE, read_header
 from partita.protocol.records import decode_records
 from partita.storage.inspection import summarize

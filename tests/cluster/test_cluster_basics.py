@@ -19,7 +19,7 @@ from kafka import TopicPartition as KpTopicPartition
 from kafka.admin import NewTopic as KpNewTopic
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
-from partita.cli.local_cluster import BrokerNode, LocalCluster, free_port
+from partita.local.cluster import BrokerNode, LocalCluster, free_port
 from partita.protocol.records import Record, build_batch
 from tests.cluster.conftest import Factory, layout, metadata, request, until
 

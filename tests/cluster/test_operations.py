@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KpTopicPartition
 
-from partita.cli.local_cluster import LocalCluster
+from partita.local.cluster import LocalCluster
 from tests.cluster.conftest import Factory, layout, until
 from tests.cluster.faults import check_no_loss_no_duplicates, producing, read_all
 

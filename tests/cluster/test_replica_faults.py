@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
-from partita.cli.local_cluster import LocalCluster
+from partita.local.cluster import LocalCluster
 from tests.cluster.conftest import Factory, layout, request, until
 from tests.cluster.faults import check_no_loss_no_duplicates, fill, producing, read_all, tmpfs
 

@@ -16,8 +16,8 @@ from kafka import KafkaAdminClient
 from kafka import TopicPartition as KpTopicPartition
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 
-from partita.cli.local_cluster import BrokerNode, LocalCluster
 from partita.client.consumer import AsyncConsumer
+from partita.local.cluster import BrokerNode, LocalCluster
 from tests.cluster.conftest import Factory, layout, request, until
 from tests.cluster.faults import (
     check_no_loss_no_duplicates,

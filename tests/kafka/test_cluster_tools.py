@@ -25,7 +25,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from partita.cli.local_cluster import LocalCluster
+from partita.local.cluster import LocalCluster
 from tests.kafka.real_kafka import GROUP_SETTINGS, KafkaCluster, ToolResult, real_kafka, run_tool
 
 pytestmark = pytest.mark.kafka

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from partita.coordinator.group import (
+from partita.coordinator.group_machine import (
     FENCED_INSTANCE_ID,
     GROUP_ID_NOT_FOUND,
     ILLEGAL_GENERATION,
@@ -219,7 +219,7 @@ def test_offset_records_roundtrip_and_partitioning() -> None:
 
 
 def test_rebalances_and_removals_are_logged_with_their_reason(caplog: Any) -> None:
-    caplog.set_level("INFO", logger="partita.coordinator.group")
+    caplog.set_level("INFO", logger="partita.coordinator.group_machine")
     h = Harness()
     a = h.join_new("a")
     h.core.sync("g", 1, a, None, None, None, {a: b"x"}, "sa", h.now)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from partita.protocol.file_region import FileRegion
 from partita.server.closing import CloseConnectionError
 from partita.server.network import _write_chunks
-from partita.storage.file_region import FileRegion
 
 
 async def _send_and_receive(

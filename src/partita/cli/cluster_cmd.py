@@ -50,7 +50,7 @@ def up(
     Example: partita cluster up --brokers 3 --racks a,b,c
     then: partita -b <bootstrap> topic create orders -p 6 -r 3
     """
-    from partita.cli.local_cluster import ClusterStartError, LocalCluster  # noqa: PLC0415
+    from partita.local.cluster import ClusterStartError, LocalCluster  # noqa: PLC0415
 
     extra: dict[str, str] = {}
     for item in settings:
@@ -232,7 +232,7 @@ def _print_brokers(
 
 
 def _print_layout(cluster: ClusterDescription, described: list[TopicDescription]) -> None:
-    from partita.cli.partition_layout import broker_lines, leaderless  # noqa: PLC0415
+    from partita.client.partition_layout import broker_lines, leaderless  # noqa: PLC0415
 
     console = stdout_console()
     for line in broker_lines([b.node_id for b in cluster.brokers], described):

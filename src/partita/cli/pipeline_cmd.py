@@ -30,7 +30,7 @@ from partita.cli.common import fail
 from partita.pipeline.local_broker import LocalBroker
 
 if TYPE_CHECKING:
-    from partita.cli.local_cluster import LocalCluster
+    from partita.local.cluster import LocalCluster
     from partita.pipeline.exactly_once import Verdict
     from partita.pipeline.failover import FailoverReport
     from partita.pipeline.flights_events import FlightEvents

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 
-from partita.coordinator.group import CommittedOffset
+from partita.coordinator.group_machine import CommittedOffset
 
 OFFSETS_TOPIC = "__consumer_offsets"
 

@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from partita.cli.local_cluster import BrokerNode, ClusterStartError, LocalCluster
-from partita.cli.partition_layout import broker_lines
 from partita.client.admin import AsyncAdmin, PartitionDescription, TopicDescription
+from partita.client.partition_layout import broker_lines
 from partita.errors import KafkaError
+from partita.local.cluster import BrokerNode, ClusterStartError, LocalCluster
 
 REPLICATION = 3
 MIN_ISR = 2

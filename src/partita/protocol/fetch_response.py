@@ -20,8 +20,8 @@ import uuid
 from dataclasses import dataclass
 
 from partita.errors import CorruptRecordError
+from partita.protocol.file_region import FileRegion
 from partita.protocol.wire import encode_uvarint, read_uvarint, skip_tagged_fields
-from partita.storage.file_region import FileRegion
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

@@ -20,7 +20,7 @@ from partita.replication.fetcher import FetcherManager
 from partita.replication.throttle import ByteRateLimit
 from partita.server.cluster_node import ClusterNode
 from partita.server.config import BrokerConfig
-from partita.server.groups import GroupService
+from partita.server.group_service import GroupService
 from partita.server.metrics import BrokerMetrics
 from partita.server.topics import TopicManager
 from partita.storage.dir_lock import DataDirLock

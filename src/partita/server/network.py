@@ -27,13 +27,13 @@ from partita.protocol.codec import (
     encode_raw_response,
     encode_response,
 )
+from partita.protocol.file_region import FileRegion
 from partita.protocol.frames import FrameReceiver
 from partita.protocol.wire import MalformedRequestError
 from partita.server.broker import Broker
 from partita.server.closing import CloseConnectionError
 from partita.server.dispatch import HANDLERS
 from partita.server.handlers.api_versions import unsupported_version_body
-from partita.storage.file_region import FileRegion
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from partita.cluster.model import PartitionState
-from partita.coordinator.producer_state import ProducerStateTable
 from partita.errors import (
     CorruptRecordError,
     FencedLeaderEpochError,
@@ -42,6 +41,7 @@ from partita.errors import (
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
+from partita.protocol.file_region import FileRegion
 from partita.protocol.record_batch import (
     BATCH_LENGTH_POS,
     LOG_OVERHEAD,
@@ -51,7 +51,7 @@ from partita.protocol.record_batch import (
     iter_headers,
 )
 from partita.replication.progress import LeaderProgress
-from partita.storage.file_region import FileRegion
+from partita.server.producer_state import ProducerStateTable
 from partita.storage.log import AppendInfo, PartitionLog
 
 log = logging.getLogger(__name__)

@@ -35,6 +35,7 @@ from partita.errors import (
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
 )
+from partita.protocol.file_region import FileRegion
 from partita.protocol.record_batch import (
     ATTRIBUTES_POS,
     CONTROL_BIT,
@@ -50,7 +51,6 @@ from partita.protocol.record_batch import (
 )
 from partita.protocol.records import decode_records
 from partita.storage.config import LogConfig
-from partita.storage.file_region import FileRegion
 from partita.storage.leader_epochs import LeaderEpochCache
 from partita.storage.segment import RESERVE_WINDOW, BatchInfo, LogSegment
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from partita.errors import CorruptRecordError
+from partita.protocol.file_region import FileRegion
 from partita.protocol.record_batch import HEADER_SIZE, BatchHeader, check_crc, read_header
 from partita.protocol.records import decode_records
 from partita.storage import linux_file_calls
-from partita.storage.file_region import FileRegion
 from partita.storage.indexes import IndexCorruptError, OffsetIndex, TimeIndex
 from partita.storage.open_files import OPEN_SEGMENT_FILES, SegmentFile
 from partita.storage.writeback import WRITEBACK

@@ -20,10 +20,10 @@ from partita.errors import (
 )
 from partita.protocol.codec import RequestHeader
 from partita.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
+from partita.protocol.file_region import FileRegion
 from partita.replication.replica_selector import preferred_read_replica
 from partita.server.broker import Broker
 from partita.server.partition import Partition, wait_for_any
-from partita.storage.file_region import FileRegion
 
 # Below this a region is read into the response: sendfile costs a few event-loop turns
 # (wait for the write buffer to empty, then for the socket) that only pay off when big.

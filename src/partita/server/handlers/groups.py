@@ -2,7 +2,7 @@
 OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete.
 
 A group's coordinator is the leader of its ``__consumer_offsets`` partition
-(``server/groups.py``); every request for a group this broker does not coordinate is
+(``server/group_service.py``); every request for a group this broker does not coordinate is
 answered NOT_COORDINATOR, and clients find the coordinator again.
 """
 
@@ -23,7 +23,7 @@ from kafka.protocol.consumer import (
 from kafka.protocol.metadata import FindCoordinatorResponse
 
 from partita.cluster.model import BrokerInfo
-from partita.coordinator.group import (
+from partita.coordinator.group_machine import (
     INVALID_GROUP_ID,
     NONE,
     CommittedOffset,
@@ -32,7 +32,7 @@ from partita.coordinator.group import (
 )
 from partita.protocol.codec import RequestHeader
 from partita.server.broker import Broker
-from partita.server.groups import now_ms
+from partita.server.group_service import now_ms
 
 INVALID_REQUEST = 42
 UNKNOWN_TOPIC_OR_PARTITION = 3

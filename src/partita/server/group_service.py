@@ -16,7 +16,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from partita.coordinator.group import (
+from partita.coordinator.group_machine import (
     NONE,
     CommittedOffset,
     GroupCoordinator,
