@@ -214,6 +214,10 @@ class GroupSubscribedToTopicError(KafkaError):
     code = 86
 
 
+class OffsetMetadataTooLargeError(KafkaError):
+    code = 12
+
+
 # -- the cluster -----------------------------------------------------------------------
 
 

@@ -33,7 +33,7 @@ from partita.coordinator.offset_records import (
     parse_key,
     parse_offset_value,
 )
-from partita.errors import KafkaError, TopicAlreadyExistsError
+from partita.errors import KafkaError, NotCoordinatorError, TopicAlreadyExistsError
 from partita.protocol.records import Record, build_batch, decode_records
 
 if TYPE_CHECKING:
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _TICK_SECONDS = 0.1
-NOT_COORDINATOR = 16
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
 
 
@@ -166,7 +165,7 @@ class GroupService:
 
     async def join(self, request: JoinRequest) -> JoinResult:
         if not self.coordinates(request.group_id):
-            return JoinResult(NOT_COORDINATOR, member_id=request.member_id)
+            return JoinResult(NotCoordinatorError.code, member_id=request.member_id)
         future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         immediate = self.core.join(request, future, now_ms())
         if immediate is not None:
@@ -184,7 +183,7 @@ class GroupService:
         assignments: dict[str, bytes],
     ) -> SyncResult:
         if not self.coordinates(group_id):
-            return SyncResult(NOT_COORDINATOR)
+            return SyncResult(NotCoordinatorError.code)
         future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
         immediate = self.core.sync(
             group_id,
@@ -239,7 +238,7 @@ class GroupService:
     ) -> tuple[int, list[int]]:
         """Validate, then persist each offset; (group error, per-offset error codes)."""
         if not self.coordinates(group_id):
-            return NOT_COORDINATOR, [NOT_COORDINATOR] * len(offsets)
+            return NotCoordinatorError.code, [NotCoordinatorError.code] * len(offsets)
         now = now_ms()
         error = self.core.validate_offset_commit(
             group_id, generation, member_id, instance_id, now, version
@@ -267,7 +266,7 @@ class GroupService:
 
     def delete_group(self, group_id: str) -> int:
         if not self.coordinates(group_id):
-            return NOT_COORDINATOR
+            return NotCoordinatorError.code
         error, removed = self.core.delete_group(group_id, now_ms())
         if error == NONE:
             for topic, partition in removed:
@@ -279,7 +278,7 @@ class GroupService:
         self, group_id: str, partitions: list[tuple[str, int]]
     ) -> tuple[int, dict[tuple[str, int], int]]:
         if not self.coordinates(group_id):
-            return NOT_COORDINATOR, {}
+            return NotCoordinatorError.code, {}
         before = self.core.committed(group_id)
         error, results = self.core.delete_offsets(group_id, partitions)
         for tp, code in results.items():

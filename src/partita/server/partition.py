@@ -6,7 +6,16 @@ This is the one owner of a partition's rules:
 - Leadership: ``become`` takes the partition's state from the metadata image (leader,
   leader epoch, ISR, replicas); ``check_leader`` is the test every leader-only request
   passes, with Kafka's errors (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
-  UNKNOWN_LEADER_EPOCH; KIP-320).
+  UNKNOWN_LEADER_EPOCH; KIP-320), and refuses while the broker's cluster lease cannot be
+  trusted (``fenced``); ``check_readable`` adds a consumer's reads from an in-sync
+  follower (KIP-392); ``resign`` ends the leadership of a replica this broker drops.
+- Produce: ``check_enough_replicas`` refuses acks=all below ``min.insync.replicas``
+  before anything is written, ``append`` applies the idempotence rules, and
+  ``replication_outcome`` decides an acks=all append (committed, still waiting, or
+  failed) -- the one place ``min.insync.replicas`` is read for acks.
+- Reads: ``fetch`` is one partition of a Fetch (a follower's divergence check and
+  progress, then the read to the high watermark or, for a follower, the log end);
+  ``offset_for`` answers ListOffsets, ``end_offset_for_epoch`` OffsetForLeaderEpoch.
 - As leader: followers' fetches move their progress (``replication.progress``); the
   high watermark is the ISR's smallest log end, never moving back; ISR changes are
   proposed one at a time to the metadata store through ``isr_writer`` and take effect
@@ -23,6 +32,7 @@ high watermark, the ISR or the leadership moves, and each re-checks what it wait
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import struct
 import time
@@ -35,6 +45,7 @@ from partita.errors import (
     FencedLeaderEpochError,
     InvalidRecordError,
     KafkaStorageError,
+    NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetNotAvailableError,
@@ -64,6 +75,15 @@ IsrWriter = Callable[["Partition", list[int]], None]
 # Whether a replica's broker may be in an ISR now: registered and running, not starting or
 # shutting down (Kafka's leader asks its metadata the same before proposing, KIP-841).
 IsrEligible = Callable[[int], bool]
+# True while this broker's cluster lease cannot be trusted: it leads nothing meanwhile.
+Fenced = Callable[[], bool]
+
+# ListOffsets' special timestamps (Kafka's ListOffsetsRequest).
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
 
 
 def now_ms() -> int:
@@ -76,6 +96,31 @@ def _no_isr_writer(_partition: Partition, _isr: list[int]) -> None:
 
 def _any_replica(_replica: int) -> bool:
     return True
+
+
+def _never_fenced() -> bool:
+    return False
+
+
+@dataclass(slots=True)
+class PartitionRead:
+    """One partition's part of a Fetch answer, as ``Partition.fetch`` read it."""
+
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    records: FileRegion | None = None
+    # KIP-595: (epoch, end offset) a follower must truncate to before it fetches again.
+    diverging_epoch: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListedOffset:
+    """ListOffsets' answer for one partition."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int
 
 
 @dataclass(slots=True)
@@ -99,6 +144,7 @@ class Partition:
     pending_isr: list[int] | None = None  # an ISR change sent to the store, not yet seen
     isr_writer: IsrWriter = _no_isr_writer
     isr_eligible: IsrEligible = _any_replica
+    fenced: Fenced = _never_fenced
     served_as_follower: bool = False  # logged once: a consumer read from this follower
     adding: list[int] = field(default_factory=list)  # replicas a reassignment is adding
 
@@ -152,13 +198,51 @@ class Partition:
 
     def check_leader(self, current_leader_epoch: int = -1) -> None:
         """Refuse a leader-only request unless we lead this partition at the client's
-        epoch (-1: the client does not say)."""
+        epoch (-1: the client does not say) and our cluster lease can be trusted."""
+        self._check_not_fenced()
         if not self.is_leader:
             raise NotLeaderOrFollowerError(
                 f"broker {self.node_id} does not lead {self.name} "
                 f"(leader {self.leader}, epoch {self.leader_epoch})"
             )
         self.check_leader_epoch(current_leader_epoch)
+
+    def _check_not_fenced(self) -> None:
+        if self.fenced():
+            raise NotLeaderOrFollowerError(
+                f"broker {self.node_id} cannot renew its cluster lease; it acts as leader "
+                f"of nothing until it can"
+            )
+
+    def check_readable(self, current_leader_epoch: int, *, from_follower: bool) -> None:
+        """Refuse a consumer's fetch unless we lead the partition or, when the client
+        allows it (KIP-392, Fetch v11+), we are an in-sync follower: a follower serves up
+        to its own high watermark."""
+        if from_follower and not self.is_leader and self.node_id in self.isr:
+            if self.fenced():
+                raise NotLeaderOrFollowerError(
+                    f"broker {self.node_id} cannot renew its cluster lease"
+                )
+            self.check_leader_epoch(current_leader_epoch)
+            if not self.served_as_follower:
+                self.served_as_follower = True
+                log.info(
+                    "serving a consumer from a follower replica (KIP-392)",
+                    extra={"partition": self.name, "leader": self.leader},
+                )
+            return
+        self.check_leader(current_leader_epoch)
+
+    def resign(self) -> bool:
+        """This broker drops its replica (deleted, or reassigned away): it leads nothing
+        any more, and parked requests answer now. True if it was the leader."""
+        was_leader = self.is_leader
+        if was_leader:
+            self.leader = -1
+            self.progress = None
+            self.pending_isr = None
+        self.wake_waiters()
+        return was_leader
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         if current_leader_epoch < 0:
@@ -282,6 +366,42 @@ class Partition:
     def high_watermark(self) -> int:
         return self.log.high_watermark
 
+    @property
+    def last_stable_offset(self) -> int:
+        """Where read_committed consumers stop: with no transactions, the high watermark."""
+        return self.log.high_watermark
+
+    def fetch(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        replica: int = -1,
+        last_fetched_epoch: int = -1,
+        min_one_batch: bool,
+    ) -> PartitionRead:
+        """One partition of a Fetch, after ``check_leader``/``check_readable``. A follower
+        (``replica`` >= 0) whose log diverged from ours is told where to truncate and gets
+        no records; otherwise its fetch offset is its log end, which moves its progress
+        (and maybe the ISR and the high watermark), and it reads to our log end. A
+        consumer reads to the high watermark. Nothing is read when ``max_bytes`` is 0
+        unless ``min_one_batch`` (the first partition of a response with data gets one
+        batch whatever its size, as in Kafka)."""
+        # The bounds are taken before the follower's progress moves them, as Kafka does.
+        result = PartitionRead(
+            self.log.high_watermark, self.last_stable_offset, self.log.log_start_offset
+        )
+        if replica >= 0:
+            result.diverging_epoch = self.diverging(last_fetched_epoch, offset)
+            if result.diverging_epoch is not None:
+                return result
+            self.record_follower_fetch(replica, offset)
+        if max_bytes > 0 or min_one_batch:
+            result.records = self.read(
+                offset, max(max_bytes, 0), for_follower=replica >= 0, min_one_batch=min_one_batch
+            )
+        return result
+
     def read(
         self, offset: int, max_bytes: int, *, for_follower: bool, min_one_batch: bool
     ) -> FileRegion | None:
@@ -290,6 +410,60 @@ class Partition:
         before the high watermark can move."""
         upper = self.log.log_end_offset if for_follower else self.log.high_watermark
         return self.log.read(offset, max_bytes, max_offset=upper, min_one_batch=min_one_batch)
+
+    def replication_outcome(self, required_high_watermark: int, leader_epoch: int) -> bool:
+        """Whether an acks=all append written at ``leader_epoch`` is committed (the high
+        watermark reached ``required_high_watermark``, its last offset + 1): True when it
+        is, False while it still waits; raises when it never will be here -- leadership
+        moved (NOT_LEADER_OR_FOLLOWER) or the ISR shrank below min.insync.replicas
+        (NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
+        if not self.is_leader or self.leader_epoch != leader_epoch:
+            raise NotLeaderOrFollowerError(
+                f"leadership of {self.name} moved before the batch was committed"
+            )
+        if self.log.high_watermark >= required_high_watermark:
+            return True
+        required = self.min_insync_replicas
+        if len(self.isr) < required:
+            raise NotEnoughReplicasAfterAppendError(
+                f"{self.name}: the ISR {self.isr} shrank below "
+                f"min.insync.replicas={required} after the append"
+            )
+        return False
+
+    # -- offsets by time and by epoch ---------------------------------------------------
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The leader epoch under which ``offset`` was (or will be) written; -1 if
+        unknown."""
+        entries = self.log.epochs.entries
+        i = bisect.bisect_right([start for _epoch, start in entries], offset) - 1
+        return entries[i][0] if i >= 0 else -1
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: the largest epoch we know at or below ``leader_epoch``
+        and where it ends in our log."""
+        return self.log.epochs.end_offset_for(leader_epoch, self.log.log_end_offset)
+
+    def offset_for(self, timestamp: int, *, for_client: bool) -> ListedOffset:
+        """ListOffsets: the offset for a timestamp, or for one of the special ones
+        (LATEST, EARLIEST, ...). A client (not a follower asking for our log start) is
+        refused while a new leader's end is unknown (``check_offsets_known``)."""
+        if timestamp == LATEST:
+            if for_client:
+                self.check_offsets_known()
+            offset, found = self.log.high_watermark, -1
+        elif timestamp in (EARLIEST, EARLIEST_LOCAL):
+            offset, found = self.log.log_start_offset, -1
+        elif timestamp == LATEST_TIERED:
+            offset, found = -1, -1  # no tiered storage: nothing is tiered
+        else:
+            offset, found = self.log.list_offset(timestamp)
+            if offset < 0 and for_client:
+                # Nothing below the high watermark qualifies; a new leader's lagging
+                # high watermark may be hiding what does (Kafka answers the same).
+                self.check_offsets_known()
+        return ListedOffset(offset, found, self.epoch_for_offset(offset) if offset >= 0 else -1)
 
     def check_enough_replicas(self) -> None:
         """acks=all is refused before anything is written while the ISR is smaller than

@@ -146,9 +146,15 @@ class TopicManager:
                 "partition unavailable", extra={"partition": f"{topic}-{index}", "error": str(exc)}
             )
             return None
-        partition = Partition(topic, index, partition_log, self.node_id)
-        partition.isr_writer = self._write_isr
-        partition.isr_eligible = self.store.isr_eligible
+        partition = Partition(
+            topic,
+            index,
+            partition_log,
+            self.node_id,
+            isr_writer=self._write_isr,
+            isr_eligible=self.store.isr_eligible,
+            fenced=self.fenced,
+        )
         partition.rebuild_producer_state()
         partition.become(state)
         self.partitions[(topic, index)] = partition
@@ -230,14 +236,31 @@ class TopicManager:
         partition = self.partitions.pop((topic, index), None)
         if self.fetchers is not None:
             self.fetchers.unfollow((topic, index))
-        if partition is not None:
-            if partition.is_leader:
-                partition.leader = -1
-                self._leadership_moved(partition)
-            partition.wake_waiters()
+        if partition is not None and partition.resign():
+            self._leadership_moved(partition)
         self.logs.delete_partition(topic, index)
 
     # -- lookups -----------------------------------------------------------------
+
+    def offline_replicas(self) -> Callable[[TopicState, int], list[int]]:
+        """What Metadata and DescribeTopicPartitions list as a partition's offline
+        replicas, taken once per request: those whose broker is not registered, those
+        their broker reports offline (a full disk), and (for this broker's own) one whose
+        log could not be loaded."""
+        live = {b.node_id for b in self.store.brokers()}
+        reported = self.store.offline_replicas()
+
+        def offline(topic: TopicState, index: int) -> list[int]:
+            gone = reported.get((topic.topic_id, index), set())
+            return [
+                r
+                for r in topic.partitions[index].replicas
+                if r not in live
+                or r in gone
+                or (r == self.node_id and (topic.name, index) not in self.partitions)
+            ]
+
+        return offline
 
     def topic(self, name: str) -> TopicState:
         state = self.store.topics.get(name)
@@ -269,34 +292,16 @@ class TopicManager:
     def readable_partition(
         self, topic: str, index: int, current_leader_epoch: int, *, from_follower: bool
     ) -> Partition:
-        """The partition for a consumer's fetch: from the leader, or (KIP-392, when the
-        client allows it) from an in-sync follower here, which serves up to its own high
-        watermark."""
+        """The partition for a consumer's fetch, if it may read it here (the leader, or
+        an in-sync follower when the client allows it: ``Partition.check_readable``)."""
         partition = self.partition(topic, index)
-        if from_follower and not partition.is_leader and self.node_id in partition.isr:
-            if self.fenced():
-                raise NotLeaderOrFollowerError(
-                    f"broker {self.node_id} cannot renew its cluster lease"
-                )
-            partition.check_leader_epoch(current_leader_epoch)
-            if not partition.served_as_follower:
-                partition.served_as_follower = True
-                log.info(
-                    "serving a consumer from a follower replica (KIP-392)",
-                    extra={"partition": partition.name, "leader": partition.leader},
-                )
-            return partition
-        return self.leader_partition(topic, index, current_leader_epoch)
+        partition.check_readable(current_leader_epoch, from_follower=from_follower)
+        return partition
 
     def leader_partition(self, topic: str, index: int, current_leader_epoch: int = -1) -> Partition:
-        """The partition, if this broker leads it at the client's epoch: the one check
-        every leader-only request makes."""
+        """The partition, if this broker leads it at the client's epoch
+        (``Partition.check_leader``)."""
         partition = self.partition(topic, index)
-        if self.fenced():
-            raise NotLeaderOrFollowerError(
-                f"broker {self.node_id} cannot renew its cluster lease; it acts as leader "
-                f"of nothing until it can"
-            )
         partition.check_leader(current_leader_epoch)
         return partition
 

@@ -6,11 +6,10 @@ from typing import Any
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
+from partita.errors import UnsupportedVersionError
 from partita.protocol.api import SUPPORTED
 from partita.protocol.codec import RequestHeader
 from partita.server.broker import Broker
-
-UNSUPPORTED_VERSION = 35
 
 
 def _api_keys() -> list[Any]:
@@ -38,7 +37,7 @@ def unsupported_version_body() -> bytes:
     """The v0-layout answer to an ApiVersions request of a version we do not know,
     so that the client can retry with one we do (KIP-511)."""
     response = ApiVersionsResponse(
-        error_code=UNSUPPORTED_VERSION,
+        error_code=UnsupportedVersionError.code,
         api_keys=_api_keys(),
         throttle_time_ms=0,
         supported_features=[],

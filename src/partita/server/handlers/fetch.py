@@ -15,7 +15,6 @@ from typing import Any
 from partita.errors import (
     FetchSessionIdNotFoundError,
     KafkaError,
-    OffsetOutOfRangeError,
     UnknownServerError,
 )
 from partita.protocol.codec import RequestHeader
@@ -40,94 +39,101 @@ class _FetchPass:
         self.bytes = 0
         self.errors = False
         self.partitions: list[Partition] = []
+        self.budget = request.max_bytes if version >= 3 else 2**31 - 1
+        self.replica = _replica_id(request, version)
+        # KIP-392: a consumer (Fetch v11+) may read from a follower, and may be told to.
+        self.from_follower = version >= 11 and self.replica < 0
+        self.client_rack = request.rack_id if self.from_follower else None
+        self.racks = {b.node_id: b.rack for b in broker.store.brokers()} if self.client_rack else {}
+        self.first_data = True  # the first partition with data gets a batch whatever its size
 
     def run(self) -> list[TopicResult]:
-        request = self.request
-        budget = request.max_bytes if self.version >= 3 else 2**31 - 1
-        replica = _replica_id(request, self.version)
-        # KIP-392: a consumer (Fetch v11+) may read from a follower, and may be told to.
-        client_rack = request.rack_id if self.version >= 11 and replica < 0 else None
-        selector = self.broker.config.get("replica.selector.class")
-        racks = {b.node_id: b.rack for b in self.broker.store.brokers()} if client_rack else {}
         topics: list[TopicResult] = []
-        first_data = True
-        for topic in request.topics:
+        for topic in self.request.topics:
             name, topic_id, topic_error = self._resolve(topic)
             results = []
             for fp in topic.partitions:
                 result = PartitionResult(fp.partition)
                 results.append(result)
-                if topic_error is not None or name is None:
-                    result.error_code = topic_error or UnknownServerError.code
-                    self.errors = True
-                    continue
                 try:
-                    epoch = fp.current_leader_epoch if self.version >= 9 else -1
-                    partition = self.broker.topics.readable_partition(
-                        name, fp.partition, epoch, from_follower=self.version >= 11 and replica < 0
-                    )
-                    self.partitions.append(partition)
-                    plog = partition.log
-                    result.high_watermark = plog.high_watermark
-                    result.last_stable_offset = plog.high_watermark
-                    result.log_start_offset = plog.log_start_offset
-                    if client_rack and partition.is_leader:
-                        elsewhere = preferred_read_replica(
-                            selector, client_rack, partition.leader, partition.isr, racks
-                        )
-                        if elsewhere >= 0:
-                            # Kafka answers with the replica to use and no records.
-                            result.preferred_read_replica = elsewhere
-                            continue
-                    if replica >= 0:
-                        last_epoch = fp.last_fetched_epoch if self.version >= 12 else -1
-                        diverging = partition.diverging(last_epoch, fp.fetch_offset)
-                        if diverging is not None:
-                            # Its log must be cut first: answered now, no records, and its
-                            # fetch offset is not its log end yet.
-                            result.diverging_epoch = diverging
-                            self.errors = True  # ends the long poll
-                            continue
-                        # A follower: its fetch offset is its log end; it reads to ours.
-                        partition.record_follower_fetch(replica, fp.fetch_offset)
-                    limit = min(fp.partition_max_bytes, budget)
-                    throttled = replica >= 0 and replica in partition.adding
-                    if throttled:
-                        allowed = self.broker.reassignment_limit.allowance()
-                        if allowed is not None:
-                            # leader.replication.throttled.rate: a moving replica gets
-                            # what the bucket holds, nothing until it refills.
-                            limit = min(limit, allowed)
-                            if limit <= 0:
-                                continue
-                    region = None
-                    if limit > 0 or first_data:
-                        region = partition.read(
-                            fp.fetch_offset,
-                            max(limit, 0),
-                            for_follower=replica >= 0,
-                            min_one_batch=first_data,
-                        )
-                    if region is not None:
-                        # Big regions go out by sendfile, straight from the page cache.
-                        records = region if region.length >= SENDFILE_FROM else region.read()
-                        result.records = records
-                        if throttled:
-                            self.broker.reassignment_limit.spend(len(records))
-                        budget -= len(records)
-                        self.bytes += len(records)
-                        first_data = False
-                except OffsetOutOfRangeError as exc:
-                    result.error_code = exc.code
-                    self.errors = True
+                    if topic_error is not None or name is None:
+                        result.error_code = topic_error or UnknownServerError.code
+                    else:
+                        self._read(name, fp, result)
                 except KafkaError as exc:
                     result.error_code = exc.code
-                    self.errors = True
                 except Exception:
                     result.error_code = UnknownServerError.code
+                if result.error_code:
                     self.errors = True
             topics.append(TopicResult(name or "", topic_id, results))
         return topics
+
+    def _read(self, name: str, fp: Any, result: PartitionResult) -> None:
+        """One partition: the partition's own rules decide what it may read
+        (``Partition.fetch``); this pass adds what spans partitions -- the response's
+        byte budget, the client's rack, the reassignment throttle."""
+        epoch = fp.current_leader_epoch if self.version >= 9 else -1
+        partition = self.broker.topics.readable_partition(
+            name, fp.partition, epoch, from_follower=self.from_follower
+        )
+        self.partitions.append(partition)
+        if self.client_rack and partition.is_leader:
+            elsewhere = preferred_read_replica(
+                self.broker.config.get("replica.selector.class"),
+                self.client_rack,
+                partition.leader,
+                partition.isr,
+                self.racks,
+            )
+            if elsewhere >= 0:
+                # Kafka answers with the replica to use and no records.
+                result.high_watermark = partition.high_watermark
+                result.last_stable_offset = partition.last_stable_offset
+                result.log_start_offset = partition.log.log_start_offset
+                result.preferred_read_replica = elsewhere
+                return
+        limit, throttled = self._limit(partition, fp.partition_max_bytes)
+        read = partition.fetch(
+            fp.fetch_offset,
+            limit or 0,
+            replica=self.replica,
+            last_fetched_epoch=fp.last_fetched_epoch if self.version >= 12 else -1,
+            min_one_batch=self.first_data and limit is not None,
+        )
+        result.high_watermark = read.high_watermark
+        result.last_stable_offset = read.last_stable_offset
+        result.log_start_offset = read.log_start_offset
+        if read.diverging_epoch is not None:
+            # The follower must cut its log first: answered now (this ends the long poll).
+            result.diverging_epoch = read.diverging_epoch
+            self.errors = True
+            return
+        region = read.records
+        if region is None:
+            return
+        # Big regions go out by sendfile, straight from the page cache.
+        records = region if region.length >= SENDFILE_FROM else region.read()
+        result.records = records
+        if throttled:
+            self.broker.reassignment_limit.spend(len(records))
+        self.budget -= len(records)
+        self.bytes += len(records)
+        self.first_data = False
+
+    def _limit(self, partition: Partition, partition_max_bytes: int) -> tuple[int | None, bool]:
+        """What this partition may add to the response, and whether the reassignment
+        throttle applies: leader.replication.throttled.rate gives a replica being added
+        what the bucket holds, nothing (None: not even one batch) until it refills."""
+        limit = min(partition_max_bytes, self.budget)
+        throttled = self.replica >= 0 and self.replica in partition.adding
+        if throttled:
+            allowed = self.broker.reassignment_limit.allowance()
+            if allowed is not None:
+                limit = min(limit, allowed)
+                if limit <= 0:
+                    return None, throttled
+        return limit, throttled
 
     def _resolve(self, topic: Any) -> tuple[str | None, Any, int | None]:
         if self.version >= 13:
@@ -157,7 +163,7 @@ async def handle(broker: Broker, header: RequestHeader, request: Any) -> list[by
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
     # A follower's fetch is answered by new records (it reads to the log end); a
     # consumer's only once the high watermark lets it read them.
-    from_follower = _replica_id(request, version) >= 0
+    follower = _replica_id(request, version) >= 0
     while True:
         attempt = _FetchPass(broker, request, version)
         topics = attempt.run()
@@ -167,7 +173,7 @@ async def handle(broker: Broker, header: RequestHeader, request: Any) -> list[by
         if not attempt.partitions:
             await asyncio.sleep(remaining)
             break
-        await wait_for_any(attempt.partitions, remaining, log_end=from_follower)
+        await wait_for_any(attempt.partitions, remaining, log_end=follower)
     metrics = broker.metrics
     for topic in topics:
         sent = sum(len(p.records) for p in topic.partitions if p.records)

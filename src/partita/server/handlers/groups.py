@@ -3,7 +3,7 @@ OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelet
 
 A group's coordinator is the leader of its ``__consumer_offsets`` partition
 (``server/group_service.py``); every request for a group this broker does not coordinate is
-answered NOT_COORDINATOR, and clients find the coordinator again.
+answered NotCoordinatorError.code, and clients find the coordinator again.
 """
 
 from __future__ import annotations
@@ -30,17 +30,19 @@ from partita.coordinator.group_machine import (
     GroupState,
     JoinRequest,
 )
+from partita.errors import (
+    GroupIdNotFoundError,
+    InvalidRequestError,
+    NotCoordinatorError,
+    OffsetMetadataTooLargeError,
+    UnknownTopicOrPartitionError,
+)
 from partita.protocol.codec import RequestHeader
 from partita.server.broker import Broker
 from partita.server.group_service import now_ms
 
-INVALID_REQUEST = 42
-UNKNOWN_TOPIC_OR_PARTITION = 3
-OFFSET_METADATA_TOO_LARGE = 12
 MAX_METADATA_BYTES = 4096
 GROUP_KEY, TRANSACTION_KEY = 0, 1
-NOT_COORDINATOR = 16
-GROUP_ID_NOT_FOUND = 69
 
 
 # -- FindCoordinator -------------------------------------------------------------------
@@ -50,7 +52,7 @@ async def handle_find_coordinator(broker: Broker, header: RequestHeader, request
     key_type = request.key_type if header.api_version >= 1 else GROUP_KEY
     found: list[tuple[str, int, BrokerInfo | None, int]]
     if key_type != GROUP_KEY:
-        found = [(key, -1, None, INVALID_REQUEST) for key in _keys(header, request)]
+        found = [(key, -1, None, InvalidRequestError.code) for key in _keys(header, request)]
         message: str | None = "partita coordinates consumer groups only"
     else:
         await broker.groups.ensure_offsets_topic()
@@ -154,7 +156,7 @@ async def handle_sync_group(broker: Broker, header: RequestHeader, request: Any)
 
 def handle_heartbeat(broker: Broker, header: RequestHeader, request: Any) -> Any:
     if not broker.groups.coordinates(request.group_id or ""):
-        return HeartbeatResponse(throttle_time_ms=0, error_code=NOT_COORDINATOR)
+        return HeartbeatResponse(throttle_time_ms=0, error_code=NotCoordinatorError.code)
     error = broker.groups.core.heartbeat(
         request.group_id or "",
         request.generation_id,
@@ -173,7 +175,9 @@ def handle_leave_group(broker: Broker, header: RequestHeader, request: Any) -> A
     if not request.group_id:
         return LeaveGroupResponse(throttle_time_ms=0, error_code=INVALID_GROUP_ID, members=[])
     if not broker.groups.coordinates(request.group_id):
-        return LeaveGroupResponse(throttle_time_ms=0, error_code=NOT_COORDINATOR, members=[])
+        return LeaveGroupResponse(
+            throttle_time_ms=0, error_code=NotCoordinatorError.code, members=[]
+        )
     codes = broker.groups.core.leave(request.group_id, members, now_ms())
     if header.api_version >= 3:
         return LeaveGroupResponse(
@@ -205,9 +209,9 @@ def handle_offset_commit(broker: Broker, header: RequestHeader, request: Any) ->
             tp = (topic.name, p.partition_index)
             metadata = p.committed_metadata or ""
             if known is None or p.partition_index not in known.partitions:
-                codes[tp] = UNKNOWN_TOPIC_OR_PARTITION
+                codes[tp] = UnknownTopicOrPartitionError.code
             elif len(metadata.encode()) > MAX_METADATA_BYTES:
-                codes[tp] = OFFSET_METADATA_TOO_LARGE
+                codes[tp] = OffsetMetadataTooLargeError.code
             else:
                 epoch = p.committed_leader_epoch if version >= 6 else -1
                 expire = now + retention if retention >= 0 else None
@@ -233,7 +237,8 @@ def handle_offset_commit(broker: Broker, header: RequestHeader, request: Any) ->
         codes[(t, p)] = code
     if error != NONE:
         codes = {
-            tp: (c if c in (UNKNOWN_TOPIC_OR_PARTITION,) else error) for tp, c in codes.items()
+            tp: (c if c in (UnknownTopicOrPartitionError.code,) else error)
+            for tp, c in codes.items()
         }
     topics: dict[str, list[Any]] = {}
     for (t, p), code in codes.items():
@@ -300,12 +305,14 @@ def handle_offset_fetch(broker: Broker, header: RequestHeader, request: Any) -> 
                 ),
             )
             if broker.groups.coordinates(g.group_id)
-            else _FGroup(group_id=g.group_id, error_code=NOT_COORDINATOR, topics=[])
+            else _FGroup(group_id=g.group_id, error_code=NotCoordinatorError.code, topics=[])
             for g in request.groups
         ]
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
     if not broker.groups.coordinates(request.group_id):
-        return OffsetFetchResponse(throttle_time_ms=0, error_code=NOT_COORDINATOR, topics=[])
+        return OffsetFetchResponse(
+            throttle_time_ms=0, error_code=NotCoordinatorError.code, topics=[]
+        )
     entries = _fetch_group(broker, request.group_id, request.topics)
     return OffsetFetchResponse(
         throttle_time_ms=0,
@@ -347,12 +354,12 @@ def handle_describe_groups(broker: Broker, header: RequestHeader, request: Any) 
     for group_id in request.groups:
         group = broker.groups.core.groups.get(group_id)
         if group is None:
-            # A group nobody knows is Dead; from v6 on Kafka also says GROUP_ID_NOT_FOUND
+            # A group nobody knows is Dead; from v6 on Kafka also says GroupIdNotFoundError.code
             # (KIP-1043), and kafka-consumer-groups reports it as such.
             if not broker.groups.coordinates(group_id):
-                code, message = NOT_COORDINATOR, None
+                code, message = NotCoordinatorError.code, None
             elif header.api_version >= 6:
-                code, message = GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+                code, message = GroupIdNotFoundError.code, f"Group {group_id} not found."
             else:
                 code, message = NONE, None
             out.append(

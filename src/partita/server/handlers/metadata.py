@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from kafka.protocol.admin import DescribeClusterResponse
 from kafka.protocol.metadata import MetadataResponse
 
 from partita.cluster.model import TopicState, valid_topic_name
-from partita.errors import KafkaError, TopicAlreadyExistsError, error_code
+from partita.errors import (
+    InvalidTopicError,
+    KafkaError,
+    LeaderNotAvailableError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+    error_code,
+)
 from partita.protocol.codec import RequestHeader
 from partita.server.broker import Broker
 
@@ -17,46 +25,19 @@ _Broker = MetadataResponse.MetadataResponseBroker
 _Topic = MetadataResponse.MetadataResponseTopic
 _Partition = _Topic.MetadataResponsePartition
 NO_AUTHORIZED_OPERATIONS = -(2**31)
-LEADER_NOT_AVAILABLE = 5
-UNKNOWN_TOPIC_OR_PARTITION = 3
-INVALID_TOPIC = 17
+OfflineReplicas = Callable[[TopicState, int], list[int]]
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def offline_replicas(
-    broker: Broker,
-    topic: TopicState,
-    index: int,
-    live: set[int],
-    reported: dict[tuple[uuid.UUID, int], set[int]],
-) -> list[int]:
-    """A partition's offline replicas: those whose broker is not registered, those their
-    broker reports offline (a full disk), and (for this broker's own) one whose log
-    could not be loaded."""
-    gone = reported.get((topic.topic_id, index), set())
-    return [
-        r
-        for r in topic.partitions[index].replicas
-        if r not in live
-        or r in gone
-        or (r == broker.node_id and (topic.name, index) not in broker.topics.partitions)
-    ]
-
-
-def _topic_entry(
-    broker: Broker,
-    topic: TopicState,
-    live: set[int],
-    reported: dict[tuple[uuid.UUID, int], set[int]],
-) -> Any:
+def _topic_entry(topic: TopicState, offline_replicas: OfflineReplicas) -> Any:
     """A topic as the metadata image has it."""
     partitions = []
     for index, state in sorted(topic.partitions.items()):
-        offline = offline_replicas(broker, topic, index, live, reported)
+        offline = offline_replicas(topic, index)
         leader = state.leader if state.leader not in offline else -1
         partitions.append(
             _Partition(
-                error_code=0 if leader >= 0 else LEADER_NOT_AVAILABLE,
+                error_code=0 if leader >= 0 else LeaderNotAvailableError.code,
                 partition_index=index,
                 leader_id=leader,
                 leader_epoch=state.leader_epoch,
@@ -95,12 +76,9 @@ async def handle(broker: Broker, header: RequestHeader, request: Any) -> Any:
     )
     entries: list[Any] = []
     brokers = broker.store.brokers()
-    live = {b.node_id for b in brokers}
-    reported = broker.store.offline_replicas()
+    offline = broker.topics.offline_replicas()
     if all_topics:
-        entries = [
-            _topic_entry(broker, t, live, reported) for _, t in sorted(broker.store.topics.items())
-        ]
+        entries = [_topic_entry(t, offline) for _, t in sorted(broker.store.topics.items())]
     else:
         for wanted in requested:
             name = wanted.name
@@ -113,26 +91,26 @@ async def handle(broker: Broker, header: RequestHeader, request: Any) -> Any:
             topic = broker.store.topics.get(name)
             if topic is None:
                 if valid_topic_name(name) is not None:
-                    entries.append(_error_entry(name, INVALID_TOPIC))
+                    entries.append(_error_entry(name, InvalidTopicError.code))
                     continue
                 if not auto_create:
-                    entries.append(_error_entry(name, UNKNOWN_TOPIC_OR_PARTITION))
+                    entries.append(_error_entry(name, UnknownTopicOrPartitionError.code))
                     continue
                 try:
                     topic = await broker.topics.create(name)
                 except TopicAlreadyExistsError:
                     # Another client's request created it first (on this broker or
-                    # another). Kafka answers LEADER_NOT_AVAILABLE until the topic is
+                    # another). Kafka answers LeaderNotAvailableError.code until the topic is
                     # ready, and clients ask again; never the create's own error.
                     existing = broker.store.topics.get(name)
                     if existing is None:
-                        entries.append(_error_entry(name, LEADER_NOT_AVAILABLE))
+                        entries.append(_error_entry(name, LeaderNotAvailableError.code))
                         continue
                     topic = existing
                 except KafkaError as exc:
                     entries.append(_error_entry(name, error_code(exc)))
                     continue
-            entries.append(_topic_entry(broker, topic, live, reported))
+            entries.append(_topic_entry(topic, offline))
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 import logging
 from typing import Any
 
@@ -17,56 +16,25 @@ from partita.errors import (
 )
 from partita.protocol.codec import RequestHeader
 from partita.server.broker import Broker
-from partita.storage.log import PartitionLog
 
 log = logging.getLogger(__name__)
 
-LATEST = -1
-EARLIEST = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL = -4
-LATEST_TIERED = -5
-
 _LTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 _LPartition = _LTopic.ListOffsetsPartitionResponse
-
-
-def epoch_for_offset(plog: PartitionLog, offset: int) -> int:
-    """The leader epoch under which ``offset`` was (or will be) written; -1 if unknown."""
-    entries = plog.epochs.entries
-    starts = [start for _epoch, start in entries]
-    i = bisect.bisect_right(starts, offset) - 1
-    return entries[i][0] if i >= 0 else -1
 
 
 def _list_one(broker: Broker, version: int, client: bool, topic: str, p: Any) -> Any:
     try:
         epoch = p.current_leader_epoch if version >= 4 else -1
         partition = broker.topics.leader_partition(topic, p.partition_index, epoch)
-        plog = partition.log
-        ts = p.timestamp
-        if ts == LATEST:
-            if client:
-                partition.check_offsets_known()
-            offset, found_ts = plog.high_watermark, -1
-        elif ts in (EARLIEST, EARLIEST_LOCAL):
-            offset, found_ts = plog.log_start_offset, -1
-        elif ts == LATEST_TIERED:
-            offset, found_ts = -1, -1  # no tiered storage: nothing is tiered
-        else:
-            offset, found_ts = plog.list_offset(ts)
-            if offset < 0 and client:
-                # Nothing below the high watermark qualifies; a new leader's lagging
-                # high watermark may be hiding what does (Kafka answers the same).
-                partition.check_offsets_known()
-        epoch = epoch_for_offset(plog, offset) if offset >= 0 else -1
+        listed = partition.offset_for(p.timestamp, for_client=client)
         return _LPartition(
             partition_index=p.partition_index,
             error_code=0,
             old_style_offsets=[],
-            timestamp=found_ts,
-            offset=offset,
-            leader_epoch=epoch,
+            timestamp=listed.timestamp,
+            offset=listed.offset,
+            leader_epoch=listed.leader_epoch,
         )
     except OffsetNotAvailableError as exc:
         # Before v5 clients did not know the code; Kafka sends them LEADER_NOT_AVAILABLE.
@@ -137,8 +105,7 @@ def handle_offset_for_leader_epoch(broker: Broker, _header: RequestHeader, reque
                 partition = broker.topics.leader_partition(
                     t.topic, p.partition, p.current_leader_epoch
                 )
-                plog = partition.log
-                epoch, end = plog.epochs.end_offset_for(p.leader_epoch, plog.log_end_offset)
+                epoch, end = partition.end_offset_for_epoch(p.leader_epoch)
                 results.append(
                     _EPartition(
                         error_code=0, partition=p.partition, leader_epoch=epoch, end_offset=end

@@ -15,8 +15,6 @@ from partita.errors import (
     InvalidRequiredAcksError,
     InvalidTopicError,
     KafkaError,
-    NotEnoughReplicasAfterAppendError,
-    NotLeaderOrFollowerError,
     RequestTimedOutError,
     TransactionalIdNotSupportedError,
     UnknownServerError,
@@ -167,11 +165,13 @@ async def _await_replication(response: Any, pending: list[_Replicating], timeout
     while pending:
         still: list[_Replicating] = []
         for waiting in pending:
-            outcome = _replication_outcome(waiting)
-            if outcome is None:
-                still.append(waiting)
-            elif outcome is not _COMMITTED:
-                _fail(response, waiting, *outcome)
+            try:
+                if not waiting.partition.replication_outcome(
+                    waiting.required, waiting.leader_epoch
+                ):
+                    still.append(waiting)
+            except KafkaError as exc:
+                _fail(response, waiting, exc.code, exc.message)
         pending = still
         remaining = deadline - time.monotonic()
         if not pending or remaining <= 0:
@@ -185,29 +185,6 @@ async def _await_replication(response: Any, pending: list[_Replicating], timeout
             f"the in-sync replicas did not all have the batch within {timeout:.0f} s",
         )
     return response
-
-
-_COMMITTED = (0, "")
-
-
-def _replication_outcome(waiting: _Replicating) -> tuple[int, str] | None:
-    """(code, message) once the append is decided, None while it still waits."""
-    partition = waiting.partition
-    if not partition.is_leader or partition.leader_epoch != waiting.leader_epoch:
-        return (
-            NotLeaderOrFollowerError.code,
-            f"leadership of {partition.name} moved before the batch was committed",
-        )
-    required = partition.min_insync_replicas
-    if partition.high_watermark >= waiting.required:
-        return _COMMITTED
-    if len(partition.isr) < required:
-        return (
-            NotEnoughReplicasAfterAppendError.code,
-            f"{partition.name}: the ISR {partition.isr} shrank below "
-            f"min.insync.replicas={required} after the append",
-        )
-    return None
 
 
 def _fail(response: Any, waiting: _Replicating, code: int, message: str) -> None:

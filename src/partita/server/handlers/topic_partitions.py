@@ -24,18 +24,12 @@ from typing import Any
 from kafka.protocol.admin import DescribeTopicPartitionsResponse
 
 from partita.cluster.model import valid_topic_name
+from partita.errors import InvalidRequestError, InvalidTopicError, UnknownTopicOrPartitionError
 from partita.protocol.codec import RequestHeader
 from partita.server.broker import Broker
-from partita.server.handlers.metadata import (
-    INVALID_TOPIC,
-    NO_AUTHORIZED_OPERATIONS,
-    UNKNOWN_TOPIC_OR_PARTITION,
-    ZERO_UUID,
-    offline_replicas,
-)
+from partita.server.handlers.metadata import NO_AUTHORIZED_OPERATIONS, ZERO_UUID
 
 MAX_PARTITIONS_PER_RESPONSE = 2000  # Kafka's max.request.partition.size.limit default
-INVALID_REQUEST = 42
 
 _Topic = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
 _Partition = _Topic.DescribeTopicPartitionsResponsePartition
@@ -91,7 +85,7 @@ def handle(broker: Broker, _header: RequestHeader, request: Any) -> Any:
         if cursor[1] < 0 or (not every_topic and cursor[0] not in wanted):
             return DescribeTopicPartitionsResponse(
                 throttle_time_ms=0,
-                topics=[_error_topic(name, INVALID_REQUEST) for name in wanted],
+                topics=[_error_topic(name, InvalidRequestError.code) for name in wanted],
                 next_cursor=None,
             )
 
@@ -100,15 +94,17 @@ def handle(broker: Broker, _header: RequestHeader, request: Any) -> Any:
         return len(topic.partitions) if topic is not None else None
 
     page, next_cursor = plan_page(names, partition_count, cursor, request.response_partition_limit)
-    live = {b.node_id for b in store.brokers()}
-    reported = store.offline_replicas()
+    offline_replicas = broker.topics.offline_replicas()
     topics = []
     for entry in page:
         topic = store.topics.get(entry.topic)
         if topic is None or entry.partitions is None:
             illegal = valid_topic_name(entry.topic) is not None
             topics.append(
-                _error_topic(entry.topic, INVALID_TOPIC if illegal else UNKNOWN_TOPIC_OR_PARTITION)
+                _error_topic(
+                    entry.topic,
+                    InvalidTopicError.code if illegal else UnknownTopicOrPartitionError.code,
+                )
             )
             continue
         partitions = []
@@ -116,7 +112,7 @@ def handle(broker: Broker, _header: RequestHeader, request: Any) -> Any:
             state = topic.partitions.get(index)
             if state is None:
                 continue
-            offline = offline_replicas(broker, topic, index, live, reported)
+            offline = offline_replicas(topic, index)
             partitions.append(
                 _Partition(
                     error_code=0,
