@@ -1,11 +1,20 @@
-"""Which handler answers which API."""
+"""Which handler answers which API, and the shape every handler has.
+
+A handler is a function ``(broker, context, request) -> response`` (a coroutine where it
+may wait): ``request`` is the API's typed view (``protocol.messages``), ``context`` the
+header and the principal (``request_context``). ``network`` calls ``HANDLERS`` and
+nothing else, so whatever must see every request -- metrics today, the authorizer of
+issue #28 -- sits at that one call.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, Protocol, TypeVar
 
 from partita.protocol.api import ApiKey
+from partita.protocol.file_region import FileRegion
+from partita.server.broker import Broker
 from partita.server.handlers import (
     admin,
     api_versions,
@@ -18,10 +27,21 @@ from partita.server.handlers import (
     produce,
     topic_partitions,
 )
+from partita.server.request_context import RequestContext
 
-Handler = Callable[..., Any]
+RequestT_contra = TypeVar("RequestT_contra", contravariant=True)
+# A kafka-python response object (encoded by protocol.codec), the encoded chunks of a
+# response (Fetch: file regions go out by sendfile), or None (acks=0: no response at all).
+Response = Any | list[bytes | FileRegion] | None
 
-HANDLERS: dict[int, Handler] = {
+
+class Handler(Protocol[RequestT_contra]):
+    def __call__(
+        self, broker: Broker, context: RequestContext, request: RequestT_contra, /
+    ) -> Response | Awaitable[Response]: ...
+
+
+HANDLERS: dict[ApiKey, Handler[Any]] = {
     ApiKey.API_VERSIONS: api_versions.handle,
     ApiKey.METADATA: metadata.handle,
     ApiKey.DESCRIBE_CLUSTER: metadata.handle_describe_cluster,

@@ -34,6 +34,7 @@ from partita.server.broker import Broker
 from partita.server.closing import CloseConnectionError
 from partita.server.dispatch import HANDLERS
 from partita.server.handlers.api_versions import unsupported_version_body
+from partita.server.request_context import RequestContext
 
 log = logging.getLogger(__name__)
 
@@ -141,10 +142,10 @@ class BrokerServer:
         except MalformedRequestError as exc:
             head = frame[:96].hex()
             raise CloseConnectionError(f"malformed request: {exc} (first bytes: {head})") from exc
-        handler = HANDLERS[header.api_key]
+        handler = HANDLERS[spec.key]
         self.requests_served += 1
         started = time.perf_counter()
-        result = handler(self.broker, header, request)
+        result = handler(self.broker, RequestContext(header, client_host=_host(peer)), request)
         if inspect.isawaitable(result):
             result = await result
         self.broker.metrics.request_answered(header.api_key, time.perf_counter() - started)
@@ -338,3 +339,8 @@ class _RequestFrames(asyncio.BufferedProtocol):
             await self._drained
             if self.transport.is_closing():
                 raise ConnectionResetError("the connection was closed")
+
+
+def _host(peer: Any) -> str:
+    """The client's address from a socket's peername (a tuple for TCP)."""
+    return str(peer[0]) if isinstance(peer, tuple) and peer else ""

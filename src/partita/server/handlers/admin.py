@@ -4,6 +4,7 @@ DescribeConfigs, AlterConfigs, IncrementalAlterConfigs; and InitProducerId."""
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any
 
 from kafka.protocol.admin import (
@@ -25,9 +26,18 @@ from partita.errors import (
     TransactionalIdNotSupportedError,
     UnknownServerError,
 )
-from partita.protocol.codec import RequestHeader
+from partita.protocol.messages import (
+    AlterConfigsRequest,
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
+    InitProducerIdRequest,
+)
 from partita.server.broker import Broker
 from partita.server.config import BROKER_DEFAULTS, BROKER_TO_TOPIC
+from partita.server.request_context import RequestContext
 from partita.storage.config import LogConfig
 
 log = logging.getLogger(__name__)
@@ -104,7 +114,9 @@ def _topic_config_entries(broker: Broker, name: str) -> list[tuple[str, str, int
     return out
 
 
-async def handle_create_topics(broker: Broker, header: RequestHeader, request: Any) -> Any:
+async def handle_create_topics(
+    broker: Broker, context: RequestContext, request: CreateTopicsRequest
+) -> Any:
     results = []
     for topic in request.topics:
         try:
@@ -167,8 +179,11 @@ async def handle_create_topics(broker: Broker, header: RequestHeader, request: A
 _DTResult = DeleteTopicsResponse.DeletableTopicResult
 
 
-async def handle_delete_topics(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    if header.api_version >= 6:
+async def handle_delete_topics(
+    broker: Broker, context: RequestContext, request: DeleteTopicsRequest
+) -> Any:
+    wanted: list[tuple[str | None, uuid.UUID | None]]
+    if context.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, None) for name in request.topic_names]
@@ -177,7 +192,7 @@ async def handle_delete_topics(broker: Broker, header: RequestHeader, request: A
         name = given_name
         try:
             if name is None:
-                name = broker.topics.name_for_id(topic_id)
+                name = broker.topics.name_for_id(topic_id or uuid.UUID(int=0))
             state = await broker.topics.delete(name)
             results.append(
                 _DTResult(name=name, topic_id=state.topic_id, error_code=0, error_message=None)
@@ -190,7 +205,9 @@ async def handle_delete_topics(broker: Broker, header: RequestHeader, request: A
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
 
-async def handle_create_partitions(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+async def handle_create_partitions(
+    broker: Broker, _context: RequestContext, request: CreatePartitionsRequest
+) -> Any:
     results = []
     for topic in request.topics:
         try:
@@ -293,7 +310,9 @@ def _describe_broker(broker: Broker, resource_name: str, keys: list[str] | None)
     return entries
 
 
-def handle_describe_configs(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+def handle_describe_configs(
+    broker: Broker, _context: RequestContext, request: DescribeConfigsRequest
+) -> Any:
     results = []
     for resource in request.resources:
         keys = list(resource.configuration_keys) if resource.configuration_keys else None
@@ -438,12 +457,14 @@ async def _alter(broker: Broker, request: Any, response_cls: Any, incremental: b
     return response_cls(throttle_time_ms=0, responses=responses)
 
 
-async def handle_alter_configs(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+async def handle_alter_configs(
+    broker: Broker, _context: RequestContext, request: AlterConfigsRequest
+) -> Any:
     return await _alter(broker, request, AlterConfigsResponse, incremental=False)
 
 
 async def handle_incremental_alter_configs(
-    broker: Broker, _header: RequestHeader, request: Any
+    broker: Broker, _context: RequestContext, request: IncrementalAlterConfigsRequest
 ) -> Any:
     return await _alter(broker, request, IncrementalAlterConfigsResponse, incremental=True)
 
@@ -453,12 +474,14 @@ async def handle_incremental_alter_configs(
 MAX_PRODUCER_EPOCH = 32767
 
 
-async def handle_init_producer_id(broker: Broker, header: RequestHeader, request: Any) -> Any:
+async def handle_init_producer_id(
+    broker: Broker, context: RequestContext, request: InitProducerIdRequest
+) -> Any:
     try:
         if request.transactional_id is not None:
             raise TransactionalIdNotSupportedError("partita does not support transactions")
-        producer_id = request.producer_id if header.api_version >= 3 else -1
-        epoch = request.producer_epoch if header.api_version >= 3 else -1
+        producer_id = request.producer_id if context.api_version >= 3 else -1
+        epoch = request.producer_epoch if context.api_version >= 3 else -1
         if producer_id >= 0 and 0 <= epoch < MAX_PRODUCER_EPOCH - 1:
             new_id, new_epoch = producer_id, epoch + 1  # KIP-360: bump the epoch
         else:

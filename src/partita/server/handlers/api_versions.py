@@ -8,8 +8,9 @@ from kafka.protocol.metadata import ApiVersionsResponse
 
 from partita.errors import UnsupportedVersionError
 from partita.protocol.api import SUPPORTED
-from partita.protocol.codec import RequestHeader
+from partita.protocol.messages import ApiVersionsRequest
 from partita.server.broker import Broker
+from partita.server.request_context import RequestContext
 
 
 def _api_keys() -> list[Any]:
@@ -21,7 +22,7 @@ def _api_keys() -> list[Any]:
     ]
 
 
-def handle(_broker: Broker, _header: RequestHeader, _request: Any) -> Any:
+def handle(_broker: Broker, _context: RequestContext, _request: ApiVersionsRequest) -> Any:
     return ApiVersionsResponse(
         error_code=0,
         api_keys=_api_keys(),

@@ -17,12 +17,13 @@ from partita.errors import (
     KafkaError,
     UnknownServerError,
 )
-from partita.protocol.codec import RequestHeader
 from partita.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
 from partita.protocol.file_region import FileRegion
+from partita.protocol.messages import FetchRequest
 from partita.replication.replica_selector import preferred_read_replica
 from partita.server.broker import Broker
 from partita.server.partition import Partition, wait_for_any
+from partita.server.request_context import RequestContext
 
 # Below this a region is read into the response: sendfile costs a few event-loop turns
 # (wait for the write buffer to empty, then for the socket) that only pay off when big.
@@ -156,8 +157,10 @@ def _replica_id(request: Any, version: int) -> int:
     return int(request.replica_id)
 
 
-async def handle(broker: Broker, header: RequestHeader, request: Any) -> list[bytes | FileRegion]:
-    version = header.api_version
+async def handle(
+    broker: Broker, context: RequestContext, request: FetchRequest
+) -> list[bytes | FileRegion]:
+    version = context.api_version
     if version >= 7 and request.session_id != 0:
         return encode_fetch_response(version, [], error_code=FetchSessionIdNotFoundError.code)
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000

@@ -37,9 +37,22 @@ from partita.errors import (
     OffsetMetadataTooLargeError,
     UnknownTopicOrPartitionError,
 )
-from partita.protocol.codec import RequestHeader
+from partita.protocol.messages import (
+    DeleteGroupsRequest,
+    DescribeGroupsRequest,
+    FindCoordinatorRequest,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    ListGroupsRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
+)
 from partita.server.broker import Broker
 from partita.server.group_service import now_ms
+from partita.server.request_context import RequestContext
 
 MAX_METADATA_BYTES = 4096
 GROUP_KEY, TRANSACTION_KEY = 0, 1
@@ -48,21 +61,23 @@ GROUP_KEY, TRANSACTION_KEY = 0, 1
 # -- FindCoordinator -------------------------------------------------------------------
 
 
-async def handle_find_coordinator(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    key_type = request.key_type if header.api_version >= 1 else GROUP_KEY
+async def handle_find_coordinator(
+    broker: Broker, context: RequestContext, request: FindCoordinatorRequest
+) -> Any:
+    key_type = request.key_type if context.api_version >= 1 else GROUP_KEY
     found: list[tuple[str, int, BrokerInfo | None, int]]
     if key_type != GROUP_KEY:
-        found = [(key, -1, None, InvalidRequestError.code) for key in _keys(header, request)]
+        found = [(key, -1, None, InvalidRequestError.code) for key in _keys(context, request)]
         message: str | None = "partita coordinates consumer groups only"
     else:
         await broker.groups.ensure_offsets_topic()
         by_id = {b.node_id: b for b in broker.store.brokers()}
         found = []
-        for key in _keys(header, request):
+        for key in _keys(context, request):
             node = by_id.get(broker.groups.coordinator_of(key))
             found.append((key, node.node_id if node else -1, node, NONE if node else 15))
         message = None
-    if header.api_version >= 4:
+    if context.api_version >= 4:
         coordinators = [
             FindCoordinatorResponse.Coordinator(
                 key=key,
@@ -86,8 +101,8 @@ async def handle_find_coordinator(broker: Broker, header: RequestHeader, request
     )
 
 
-def _keys(header: RequestHeader, request: Any) -> list[str]:
-    if header.api_version >= 4:
+def _keys(context: RequestContext, request: Any) -> list[str]:
+    if context.api_version >= 4:
         return list(request.coordinator_keys)
     return [request.key]
 
@@ -95,13 +110,15 @@ def _keys(header: RequestHeader, request: Any) -> list[str]:
 # -- membership ------------------------------------------------------------------------
 
 
-async def handle_join_group(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    version = header.api_version
+async def handle_join_group(
+    broker: Broker, context: RequestContext, request: JoinGroupRequest
+) -> Any:
+    version = context.api_version
     join = JoinRequest(
         group_id=request.group_id or "",
         member_id=request.member_id or "",
         instance_id=request.group_instance_id if version >= 5 else None,
-        client_id=header.client_id or "",
+        client_id=context.client_id or "",
         client_host="/127.0.0.1",
         session_timeout_ms=request.session_timeout_ms,
         rebalance_timeout_ms=(
@@ -133,8 +150,10 @@ async def handle_join_group(broker: Broker, header: RequestHeader, request: Any)
     )
 
 
-async def handle_sync_group(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    version = header.api_version
+async def handle_sync_group(
+    broker: Broker, context: RequestContext, request: SyncGroupRequest
+) -> Any:
+    version = context.api_version
     assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
     result = await broker.groups.sync(
         request.group_id or "",
@@ -154,21 +173,21 @@ async def handle_sync_group(broker: Broker, header: RequestHeader, request: Any)
     )
 
 
-def handle_heartbeat(broker: Broker, header: RequestHeader, request: Any) -> Any:
+def handle_heartbeat(broker: Broker, context: RequestContext, request: HeartbeatRequest) -> Any:
     if not broker.groups.coordinates(request.group_id or ""):
         return HeartbeatResponse(throttle_time_ms=0, error_code=NotCoordinatorError.code)
     error = broker.groups.core.heartbeat(
         request.group_id or "",
         request.generation_id,
         request.member_id,
-        request.group_instance_id if header.api_version >= 3 else None,
+        request.group_instance_id if context.api_version >= 3 else None,
         now_ms(),
     )
     return HeartbeatResponse(throttle_time_ms=0, error_code=error)
 
 
-def handle_leave_group(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    if header.api_version >= 3:
+def handle_leave_group(broker: Broker, context: RequestContext, request: LeaveGroupRequest) -> Any:
+    if context.api_version >= 3:
         members = [(m.member_id or "", m.group_instance_id) for m in request.members]
     else:
         members = [(request.member_id or "", None)]
@@ -179,7 +198,7 @@ def handle_leave_group(broker: Broker, header: RequestHeader, request: Any) -> A
             throttle_time_ms=0, error_code=NotCoordinatorError.code, members=[]
         )
     codes = broker.groups.core.leave(request.group_id, members, now_ms())
-    if header.api_version >= 3:
+    if context.api_version >= 3:
         return LeaveGroupResponse(
             throttle_time_ms=0,
             error_code=NONE,
@@ -197,8 +216,10 @@ _CTopic = OffsetCommitResponse.OffsetCommitResponseTopic
 _CPartition = _CTopic.OffsetCommitResponsePartition
 
 
-def handle_offset_commit(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    version = header.api_version
+def handle_offset_commit(
+    broker: Broker, context: RequestContext, request: OffsetCommitRequest
+) -> Any:
+    version = context.api_version
     now = now_ms()
     retention = request.retention_time_ms if 2 <= version <= 4 else -1
     codes: dict[tuple[str, int], int] = {}
@@ -222,27 +243,29 @@ def handle_offset_commit(broker: Broker, header: RequestHeader, request: Any) ->
                         CommittedOffset(p.committed_offset, epoch, metadata, now, expire),
                     )
                 )
-    if request.group_id is None:
+    # kafka-python decodes a string of length -1 as None even where the schema forbids it.
+    group_id: str | None = request.group_id
+    if group_id is None:
         error, per = INVALID_GROUP_ID, [INVALID_GROUP_ID] * len(valid)
     else:
         error, per = broker.groups.commit(
-            request.group_id,
+            group_id,
             request.generation_id_or_member_epoch,
             request.member_id or "",
             request.group_instance_id if version >= 7 else None,
             valid,
             version,
         )
-    for (t, p, _), code in zip(valid, per, strict=True):
-        codes[(t, p)] = code
+    for (t, index, _), code in zip(valid, per, strict=True):
+        codes[(t, index)] = code
     if error != NONE:
         codes = {
             tp: (c if c in (UnknownTopicOrPartitionError.code,) else error)
             for tp, c in codes.items()
         }
     topics: dict[str, list[Any]] = {}
-    for (t, p), code in codes.items():
-        topics.setdefault(t, []).append(_CPartition(partition_index=p, error_code=code))
+    for (t, index), code in codes.items():
+        topics.setdefault(t, []).append(_CPartition(partition_index=index, error_code=code))
     return OffsetCommitResponse(
         throttle_time_ms=0,
         topics=[_CTopic(name=t, partitions=parts) for t, parts in topics.items()],
@@ -294,8 +317,10 @@ def _committed_entries(
     ]
 
 
-def handle_offset_fetch(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    if header.api_version >= 8:
+def handle_offset_fetch(
+    broker: Broker, context: RequestContext, request: OffsetFetchRequest
+) -> Any:
+    if context.api_version >= 8:
         groups = [
             _FGroup(
                 group_id=g.group_id,
@@ -324,8 +349,8 @@ def handle_offset_fetch(broker: Broker, header: RequestHeader, request: Any) -> 
 # -- administration --------------------------------------------------------------------
 
 
-def handle_list_groups(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    version = header.api_version
+def handle_list_groups(broker: Broker, context: RequestContext, request: ListGroupsRequest) -> Any:
+    version = context.api_version
     states = {s.strip().lower() for s in request.states_filter} if version >= 4 else set()
     types = {t.strip().lower() for t in request.types_filter} if version >= 5 else set()
     listed = []
@@ -349,7 +374,9 @@ _Described = DescribeGroupsResponse.DescribedGroup
 _DescribedMember = _Described.DescribedGroupMember
 
 
-def handle_describe_groups(broker: Broker, header: RequestHeader, request: Any) -> Any:
+def handle_describe_groups(
+    broker: Broker, context: RequestContext, request: DescribeGroupsRequest
+) -> Any:
     out = []
     for group_id in request.groups:
         group = broker.groups.core.groups.get(group_id)
@@ -358,7 +385,7 @@ def handle_describe_groups(broker: Broker, header: RequestHeader, request: Any) 
             # (KIP-1043), and kafka-consumer-groups reports it as such.
             if not broker.groups.coordinates(group_id):
                 code, message = NotCoordinatorError.code, None
-            elif header.api_version >= 6:
+            elif context.api_version >= 6:
                 code, message = GroupIdNotFoundError.code, f"Group {group_id} not found."
             else:
                 code, message = NONE, None
@@ -402,7 +429,9 @@ def handle_describe_groups(broker: Broker, header: RequestHeader, request: Any) 
     return DescribeGroupsResponse(throttle_time_ms=0, groups=out)
 
 
-def handle_delete_groups(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+def handle_delete_groups(
+    broker: Broker, _context: RequestContext, request: DeleteGroupsRequest
+) -> Any:
     results = [
         DeleteGroupsResponse.DeletableGroupResult(
             group_id=g, error_code=broker.groups.delete_group(g) if g else INVALID_GROUP_ID
@@ -416,7 +445,9 @@ _DelTopic = OffsetDeleteResponse.OffsetDeleteResponseTopic
 _DelPartition = _DelTopic.OffsetDeleteResponsePartition
 
 
-def handle_offset_delete(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+def handle_offset_delete(
+    broker: Broker, _context: RequestContext, request: OffsetDeleteRequest
+) -> Any:
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     error, results = broker.groups.delete_offsets(request.group_id, wanted)
     if error != NONE:

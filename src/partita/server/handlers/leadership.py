@@ -16,8 +16,13 @@ from kafka.protocol.admin import (
 from partita.cluster.controller import Controller
 from partita.cluster.preferred import ELECTION_NOT_NEEDED
 from partita.errors import InvalidReplicaAssignmentError, KafkaError, NotControllerError
-from partita.protocol.codec import RequestHeader
+from partita.protocol.messages import (
+    AlterPartitionReassignmentsRequest,
+    ElectLeadersRequest,
+    ListPartitionReassignmentsRequest,
+)
 from partita.server.broker import Broker
+from partita.server.request_context import RequestContext
 
 _MESSAGES = {
     80: "the preferred leader is not alive or not in the ISR",
@@ -41,8 +46,10 @@ def _controller(broker: Broker) -> Controller | None:
     return controller
 
 
-async def handle_elect_leaders(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    kind = request.election_type if header.api_version >= 1 else 0
+async def handle_elect_leaders(
+    broker: Broker, context: RequestContext, request: ElectLeadersRequest
+) -> Any:
+    kind = request.election_type if context.api_version >= 1 else 0
     wanted = (
         None
         if request.topic_partitions is None
@@ -80,7 +87,9 @@ async def handle_elect_leaders(broker: Broker, header: RequestHeader, request: A
     )
 
 
-async def handle_alter_reassignments(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+async def handle_alter_reassignments(
+    broker: Broker, _context: RequestContext, request: AlterPartitionReassignmentsRequest
+) -> Any:
     targets = {
         (t.name, p.partition_index): (None if p.replicas is None else list(p.replicas))
         for t in request.topics
@@ -125,7 +134,9 @@ async def handle_alter_reassignments(broker: Broker, _header: RequestHeader, req
     )
 
 
-def handle_list_reassignments(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+def handle_list_reassignments(
+    broker: Broker, _context: RequestContext, request: ListPartitionReassignmentsRequest
+) -> Any:
     wanted = (
         None
         if request.topics is None

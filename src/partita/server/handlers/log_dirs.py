@@ -8,15 +8,18 @@ from typing import Any
 
 from kafka.protocol.admin import DescribeLogDirsResponse
 
-from partita.protocol.codec import RequestHeader
+from partita.protocol.messages import DescribeLogDirsRequest
 from partita.server.broker import Broker
+from partita.server.request_context import RequestContext
 
 _Result = DescribeLogDirsResponse.DescribeLogDirsResult
 _Topic = _Result.DescribeLogDirsTopic
 _Partition = _Topic.DescribeLogDirsPartition
 
 
-def handle_describe_log_dirs(broker: Broker, header: RequestHeader, request: Any) -> Any:
+def handle_describe_log_dirs(
+    broker: Broker, context: RequestContext, request: DescribeLogDirsRequest
+) -> Any:
     wanted: dict[str, set[int]] | None = (
         None if request.topics is None else {t.topic: set(t.partitions) for t in request.topics}
     )

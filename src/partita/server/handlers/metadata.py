@@ -18,8 +18,9 @@ from partita.errors import (
     UnknownTopicOrPartitionError,
     error_code,
 )
-from partita.protocol.codec import RequestHeader
+from partita.protocol.messages import DescribeClusterRequest, MetadataRequest
 from partita.server.broker import Broker
+from partita.server.request_context import RequestContext
 
 _Broker = MetadataResponse.MetadataResponseBroker
 _Topic = MetadataResponse.MetadataResponseTopic
@@ -67,8 +68,8 @@ def _error_entry(name: str | None, code: int, topic_id: uuid.UUID = ZERO_UUID) -
     )
 
 
-async def handle(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    version = header.api_version
+async def handle(broker: Broker, context: RequestContext, request: MetadataRequest) -> Any:
+    version = context.api_version
     requested = request.topics
     all_topics = requested is None or (version == 0 and not requested)
     auto_create = broker.config.get_bool("auto.create.topics.enable") and (
@@ -77,7 +78,7 @@ async def handle(broker: Broker, header: RequestHeader, request: Any) -> Any:
     entries: list[Any] = []
     brokers = broker.store.brokers()
     offline = broker.topics.offline_replicas()
-    if all_topics:
+    if all_topics or requested is None:
         entries = [_topic_entry(t, offline) for _, t in sorted(broker.store.topics.items())]
     else:
         for wanted in requested:
@@ -124,7 +125,9 @@ async def handle(broker: Broker, header: RequestHeader, request: Any) -> Any:
     )
 
 
-def handle_describe_cluster(broker: Broker, _header: RequestHeader, _request: Any) -> Any:
+def handle_describe_cluster(
+    broker: Broker, _context: RequestContext, _request: DescribeClusterRequest
+) -> Any:
     return DescribeClusterResponse(
         throttle_time_ms=0,
         error_code=0,

@@ -14,8 +14,13 @@ from partita.errors import (
     OffsetNotAvailableError,
     UnknownServerError,
 )
-from partita.protocol.codec import RequestHeader
+from partita.protocol.messages import (
+    DeleteRecordsRequest,
+    ListOffsetsRequest,
+    OffsetForLeaderEpochRequest,
+)
 from partita.server.broker import Broker
+from partita.server.request_context import RequestContext
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +59,10 @@ def _list_one(broker: Broker, version: int, client: bool, topic: str, p: Any) ->
     )
 
 
-def handle_list_offsets(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    version = header.api_version
+def handle_list_offsets(
+    broker: Broker, context: RequestContext, request: ListOffsetsRequest
+) -> Any:
+    version = context.api_version
     client = request.replica_id < 0  # followers ask too (their log start), and get the truth
     topics = [
         _LTopic(
@@ -71,7 +78,9 @@ _DTopic = DeleteRecordsResponse.DeleteRecordsTopicResult
 _DPartition = _DTopic.DeleteRecordsPartitionResult
 
 
-def handle_delete_records(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+def handle_delete_records(
+    broker: Broker, _context: RequestContext, request: DeleteRecordsRequest
+) -> Any:
     topics = []
     for t in request.topics:
         results = []
@@ -96,7 +105,9 @@ _ETopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 _EPartition = _ETopic.EpochEndOffset
 
 
-def handle_offset_for_leader_epoch(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+def handle_offset_for_leader_epoch(
+    broker: Broker, _context: RequestContext, request: OffsetForLeaderEpochRequest
+) -> Any:
     topics = []
     for t in request.topics:
         results = []

@@ -19,10 +19,11 @@ from partita.errors import (
     TransactionalIdNotSupportedError,
     UnknownServerError,
 )
-from partita.protocol.codec import RequestHeader
+from partita.protocol.produce_request_body import ProduceRequestBody
 from partita.server.broker import Broker
 from partita.server.closing import CloseConnectionError
 from partita.server.partition import Partition, wait_for_any
+from partita.server.request_context import RequestContext
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +129,8 @@ def _refused(index: int, code: int, message: str) -> Any:
     )
 
 
-def handle(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    internal_allowed = header.client_id == ADMIN_CLIENT_ID
+def handle(broker: Broker, context: RequestContext, request: ProduceRequestBody) -> Any:
+    internal_allowed = context.client_id == ADMIN_CLIENT_ID
     responses = []
     replicating: list[_Replicating] = []
     for t, topic_data in enumerate(request.topic_data):

@@ -25,9 +25,10 @@ from kafka.protocol.admin import DescribeTopicPartitionsResponse
 
 from partita.cluster.model import valid_topic_name
 from partita.errors import InvalidRequestError, InvalidTopicError, UnknownTopicOrPartitionError
-from partita.protocol.codec import RequestHeader
+from partita.protocol.messages import DescribeTopicPartitionsRequest
 from partita.server.broker import Broker
 from partita.server.handlers.metadata import NO_AUTHORIZED_OPERATIONS, ZERO_UUID
+from partita.server.request_context import RequestContext
 
 MAX_PARTITIONS_PER_RESPONSE = 2000  # Kafka's max.request.partition.size.limit default
 
@@ -74,7 +75,9 @@ def plan_page(
     return page, None
 
 
-def handle(broker: Broker, _header: RequestHeader, request: Any) -> Any:
+def handle(
+    broker: Broker, _context: RequestContext, request: DescribeTopicPartitionsRequest
+) -> Any:
     store = broker.store
     wanted = sorted({t.name for t in request.topics})
     every_topic = not wanted

@@ -1,0 +1,43 @@
+"""What the broker knows of a request besides its body: the header, who sent it and from
+where. Every request reaches its handler with one (``server.dispatch``): the one seam an
+authorizer checks, with the principal the connection authenticated as."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from partita.protocol.codec import RequestHeader
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaPrincipal:
+    """Kafka's principal: a type and a name, written ``User:alice``."""
+
+    principal_type: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.principal_type}:{self.name}"
+
+
+# Who a connection is before (or without) authentication, as in Kafka.
+ANONYMOUS = KafkaPrincipal("User", "ANONYMOUS")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    header: RequestHeader
+    principal: KafkaPrincipal = ANONYMOUS
+    client_host: str = ""
+
+    @property
+    def api_key(self) -> int:
+        return self.header.api_key
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def client_id(self) -> str | None:
+        return self.header.client_id
