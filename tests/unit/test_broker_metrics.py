@@ -24,7 +24,7 @@ def test_refusals_for_made_up_topics_share_one_label(tmp_path: Path) -> None:
     broker = Broker(BrokerConfig.from_sources(), tmp_path, Listener("127.0.0.1", 0))
     broker.startup()
     try:
-        asyncio.run(broker.topics.create("real", 1, 1, {}))
+        asyncio.run(broker.topic_admin.create("real", 1, 1, {}))
         for name in ("ghost-1", "ghost-2", "ghost-3"):
             broker.metrics.produce_refused(name, 3)
         broker.metrics.produce_refused("real", 10)
@@ -51,7 +51,7 @@ def test_replication_gauges_on_a_broker_alone(tmp_path: Path) -> None:
     broker = Broker(BrokerConfig.from_sources(), tmp_path, Listener("127.0.0.1", 0))
     broker.startup()
     try:
-        asyncio.run(broker.topics.create("led", 3, 1, {}))
+        asyncio.run(broker.topic_admin.create("led", 3, 1, {}))
         broker.metrics.isr_changed(3, 2)
         broker.metrics.isr_changed(2, 3)
         broker.metrics.isr_changed(2, 3)

@@ -29,14 +29,16 @@ METADATA_FILE = "partita-metadata.json"
 
 
 class EmbeddedMetadataStore:
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, local_broker: Callable[[], BrokerInfo]) -> None:
+        """``local_broker``: the broker's own registration (its address is known only
+        once it listens)."""
         self.data_dir = data_dir
         self.path = data_dir / METADATA_FILE
         self.topics: dict[str, TopicState] = {}
         self.cluster_id = ""
         self.producer_id_block_end = 0  # persisted: ids below it may have been handed out
         self._next_producer_id = 0
-        self.local_broker: Callable[[], BrokerInfo] | None = None  # the broker's own address
+        self.local_broker = local_broker
         self._listeners: list[Listener] = []
         self._node_id = 0
         self._dynamic: dict[str, str] = {}
@@ -75,7 +77,7 @@ class EmbeddedMetadataStore:
         return self._node_id
 
     def brokers(self) -> list[BrokerInfo]:
-        return [self.local_broker()] if self.local_broker else []
+        return [self.local_broker()]
 
     def placement_brokers(self) -> dict[int, str | None]:
         # Alone, a broker places every replica on itself; racks mean nothing.

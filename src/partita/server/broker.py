@@ -22,12 +22,17 @@ from partita.server.cluster_node import ClusterNode
 from partita.server.config import BrokerConfig
 from partita.server.group_service import GroupService
 from partita.server.metrics import BrokerMetrics
-from partita.server.topics import TopicManager
+from partita.server.replica_manager import ReplicaManager
+from partita.server.topic_admin import TopicAdmin
 from partita.storage.dir_lock import DataDirLock
 from partita.storage.log_manager import LogManager
 from partita.storage.meta_properties import claim_data_dir
 
 log = logging.getLogger(__name__)
+
+
+def _never_fenced() -> bool:
+    return False  # a broker alone has no lease to lose
 
 
 @dataclass(slots=True)
@@ -37,6 +42,9 @@ class Listener:
 
 
 class Broker:
+    """The composition root: builds each collaborator with what it needs, in order, and
+    nothing is wired after construction."""
+
     def __init__(
         self,
         config: BrokerConfig,
@@ -52,26 +60,37 @@ class Broker:
         self.cluster: ClusterNode | None = None
         self.store: MetadataStore
         if metadata is None:
-            self.embedded = EmbeddedMetadataStore(data_dir)
-            self.embedded.local_broker = lambda: self.info
+            self.embedded = EmbeddedMetadataStore(data_dir, lambda: self.info)
             self.store = self.embedded
         else:
-            self.cluster = ClusterNode(self, metadata)
-            self.store = self.cluster.store
-        self.topics = TopicManager(config, self.store, LogManager(data_dir))
-        if self.cluster is not None:
-            self.topics.fenced = self.cluster.fenced
-            self.topics.fetchers = FetcherManager(
-                self.node_id, self.cluster.address_of, self._follower_throttle
+            self.cluster = ClusterNode(
+                config, metadata, lambda: self.info, self._unclean_leader_election
             )
-        self.logs = self.topics.logs
-        self.logs.config_for = self.topics.log_config
-        self.groups = GroupService(self)
-        self.metrics = BrokerMetrics(self)
+            self.store = self.cluster.store
+        self.topic_admin = TopicAdmin(config, self.store)
+        self.logs = LogManager(data_dir, self.topic_admin.log_config)
+        self.metrics = BrokerMetrics(self.store)
+        cluster = self.cluster
+        self.replicas = ReplicaManager(
+            self.node_id,
+            self.store,
+            self.logs,
+            self.topic_admin.log_config,
+            replica_lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
+            fenced=cluster.fenced if cluster is not None else _never_fenced,
+            fetchers=None
+            if cluster is None
+            else FetcherManager(self.node_id, cluster.address_of, self._follower_throttle),
+            isr_changed=self.metrics.isr_changed,
+        )
+        self.groups = GroupService(config, self.store, self.replicas, self.topic_admin)
+        self.metrics.track_state(self.replicas.partitions, self.groups.core.groups)
         # What this broker, as a leader, sends to replicas a reassignment is adding.
         self.reassignment_limit = ByteRateLimit(self._leader_throttle)
-        self.topics.isr_changed = self.metrics.isr_changed
         self._dir_lock: DataDirLock | None = None
+
+    def _unclean_leader_election(self, topic: str) -> bool:
+        return self.topic_admin.log_config(topic).unclean_leader_election_enable
 
     @property
     def info(self) -> BrokerInfo:
@@ -114,7 +133,7 @@ class Broker:
             if self.embedded is not None:
                 self.embedded.load(self.node_id, cluster_id)
             self.logs.startup()
-            self.topics.load()  # also loads the groups of the offsets partitions led here
+            self.replicas.load()  # also loads the groups of the offsets partitions led here
         except BaseException:
             self._release_data_dir()
             raise
@@ -124,10 +143,19 @@ class Broker:
                 "node_id": self.node_id,
                 "data_dir": str(self.data_dir),
                 "topics": len(self.store.topics),
-                "partitions": len(self.topics.partitions),
+                "partitions": len(self.replicas.partitions),
                 "offline_partitions": len(self.logs.offline),
             },
         )
+
+    async def leave_cluster(self, timeout_s: float) -> None:
+        """Controlled shutdown, then stop following, then give up the lease."""
+        if self.cluster is None:
+            return
+        await self.cluster.leave(timeout_s)
+        if self.replicas.fetchers is not None:
+            await self.replicas.fetchers.stop()
+        await self.cluster.close()
 
     def shutdown(self) -> None:
         try:

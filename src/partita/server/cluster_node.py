@@ -16,38 +16,45 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from partita.cluster.cluster_store import ClusterMetadataStore, NodeIdInUseError
 from partita.cluster.controller import Controller, ControllerSettings
 from partita.cluster.etcd_kv import EtcdKV, parse_endpoints
 from partita.cluster.kv import StoreUnavailableError
+from partita.cluster.model import BrokerInfo
 from partita.errors import KafkaError
-
-if TYPE_CHECKING:
-    from partita.server.broker import Broker
+from partita.server.config import BrokerConfig
 
 log = logging.getLogger(__name__)
 
 
 class ClusterNode:
-    def __init__(self, broker: Broker, metadata_url: str) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        metadata_url: str,
+        info: Callable[[], BrokerInfo],
+        unclean_for: Callable[[str], bool],
+    ) -> None:
+        """``info``: this broker's registration (its advertised address is known only
+        once it listens); ``unclean_for``: a topic's unclean.leader.election.enable."""
         endpoints, prefix = parse_endpoints(metadata_url)
-        self.broker = broker
+        self.node_id = config.node_id
+        self.info = info
         self.endpoints = endpoints
         self.source = metadata_url  # for messages: where the cluster's metadata lives
-        config = broker.config
         self.kv = EtcdKV(endpoints)
         self.store = ClusterMetadataStore(
             self.kv,
             prefix,
-            broker.node_id,
+            config.node_id,
             session_timeout_ms=config.get_int("broker.session.timeout.ms"),
             heartbeat_interval_ms=config.get_int("broker.heartbeat.interval.ms"),
         )
         self.controller = Controller(
             self.store,
-            self._unclean_for,
+            unclean_for,
             ControllerSettings(
                 auto_rebalance=config.get_bool("auto.leader.rebalance.enable"),
                 check_interval_s=config.get_int("leader.imbalance.check.interval.seconds"),
@@ -55,9 +62,6 @@ class ClusterNode:
             ),
         )
         self._tasks: list[asyncio.Task[None]] = []
-
-    def _unclean_for(self, topic: str) -> bool:
-        return self.broker.topics.log_config(topic).unclean_leader_election_enable
 
     def fenced(self) -> bool:
         return not self.store.lease_trusted()
@@ -83,7 +87,7 @@ class ClusterNode:
         there may be our own previous life (killed, restarted at once): as Kafka does with
         a duplicate registration, wait for its session to expire, and refuse to start only
         if it outlives that (another live broker holds the id)."""
-        info = self.broker.info
+        info = self.info()
         deadline = time.monotonic() + self.store.ttl + 2
         while True:
             try:
@@ -106,12 +110,12 @@ class ClusterNode:
             await self.store.lease_lost.wait()
             log.warning(
                 "lease lost: this broker leads nothing until it has registered again",
-                extra={"node_id": self.broker.node_id},
+                extra={"node_id": self.node_id},
             )
             while True:
                 try:
                     self.store.lease_lost.clear()
-                    info = self.broker.info
+                    info = self.info()
                     await self.store.register(info.host, info.port, info.rack)
                     await self.store.set_state("running")
                     log.info(
@@ -125,7 +129,8 @@ class ClusterNode:
 
     async def leave(self, timeout_s: float) -> None:
         """Controlled shutdown: ask the controller to move our leaderships away, wait
-        (up to ``timeout_s``) until we lead nothing, then give up the lease."""
+        (up to ``timeout_s``) until we lead nothing, then stop the controller and the
+        re-registration (``close`` gives up the lease)."""
         started = time.monotonic()
         with contextlib.suppress(KafkaError, StoreUnavailableError, TimeoutError):
             await self.store.set_state("shutting_down")
@@ -146,8 +151,10 @@ class ClusterNode:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if self.broker.topics.fetchers is not None:
-            await self.broker.topics.fetchers.stop()
+
+    async def close(self) -> None:
+        """Give up the lease and stop watching the store (after ``leave``, once the
+        followers stopped fetching)."""
         await self.store.stop()
 
     def _leads_anything(self) -> bool:
@@ -155,7 +162,7 @@ class ClusterNode:
         electable replica could take. A partition nobody else can lead stays with us
         (all its other replicas out of sync, or shutting down too, as when a whole
         cluster stops)."""
-        me = self.broker.node_id
+        me = self.node_id
         electable = self.store.image.electable()
         for topic in self.store.topics.values():
             for state in topic.partitions.values():

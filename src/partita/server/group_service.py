@@ -37,8 +37,11 @@ from partita.errors import KafkaError, NotCoordinatorError, TopicAlreadyExistsEr
 from partita.protocol.records import Record, build_batch, decode_records
 
 if TYPE_CHECKING:
-    from partita.server.broker import Broker
+    from partita.cluster.store import MetadataStore
+    from partita.server.config import BrokerConfig
     from partita.server.partition import Partition
+    from partita.server.replica_manager import ReplicaManager
+    from partita.server.topic_admin import TopicAdmin
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +54,17 @@ def now_ms() -> int:
 
 
 class GroupService:
-    def __init__(self, broker: Broker) -> None:
-        config = broker.config
-        self.broker = broker
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MetadataStore,
+        replicas: ReplicaManager,
+        topic_admin: TopicAdmin,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.replicas = replicas
+        self.topic_admin = topic_admin
         self.partitions = config.get_int("offsets.topic.num.partitions")
         self.retention_ms = config.get_int("offsets.retention.minutes") * 60_000
         self.core = GroupCoordinator(
@@ -64,7 +75,7 @@ class GroupService:
         )
         self._ticker: asyncio.Task[None] | None = None
         self.loaded: set[int] = set()  # the offsets partitions whose groups live here
-        broker.topics.leadership_listeners.append(self._leadership_moved)
+        replicas.on_leadership_change(self._leadership_moved)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -205,18 +216,18 @@ class GroupService:
     async def ensure_offsets_topic(self) -> None:
         """Create ``__consumer_offsets`` on first use, replicated
         ``offsets.topic.replication.factor`` times (or on every broker, if fewer)."""
-        if OFFSETS_TOPIC in self.broker.store.topics:
+        if OFFSETS_TOPIC in self.store.topics:
             return
-        wanted = self.broker.config.get_int("offsets.topic.replication.factor")
-        brokers = len(self.broker.store.placement_brokers())
+        wanted = self.config.get_int("offsets.topic.replication.factor")
+        brokers = len(self.store.placement_brokers())
         with contextlib.suppress(TopicAlreadyExistsError):  # another broker was first
-            await self.broker.topics.create(
+            await self.topic_admin.create(
                 OFFSETS_TOPIC, self.partitions, max(1, min(wanted, brokers)), OFFSETS_TOPIC_CONFIGS
             )
 
     def coordinator_of(self, group_id: str) -> int:
         """The node id of the group's coordinator, or -1 while it has none."""
-        topic = self.broker.store.topics.get(OFFSETS_TOPIC)
+        topic = self.store.topics.get(OFFSETS_TOPIC)
         if topic is None:
             return -1
         state = topic.partitions.get(group_partition(group_id, self.partitions))
@@ -224,7 +235,7 @@ class GroupService:
 
     def _write(self, group_id: str, key: bytes, value: bytes | None) -> None:
         index = group_partition(group_id, self.partitions)
-        partition = self.broker.topics.leader_partition(OFFSETS_TOPIC, index)
+        partition = self.replicas.leader_partition(OFFSETS_TOPIC, index)
         partition.append(build_batch([Record(0, now_ms(), key, value)]))
 
     def commit(
@@ -253,7 +264,7 @@ class GroupService:
         ]
         index = group_partition(group_id, self.partitions)
         try:
-            partition = self.broker.topics.leader_partition(OFFSETS_TOPIC, index)
+            partition = self.replicas.leader_partition(OFFSETS_TOPIC, index)
             partition.append(build_batch(records))
         except KafkaError as exc:
             log.error(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 import kafka.errors
@@ -32,7 +32,9 @@ if TYPE_CHECKING:
     from prometheus_client.metrics import Counter as CounterChild
     from prometheus_client.metrics import Histogram as HistogramChild
 
-    from partita.server.broker import Broker
+    from partita.cluster.store import MetadataStore
+    from partita.coordinator.group_machine import Group
+    from partita.server.partition import Partition
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +55,7 @@ def _api_name(api_key: int) -> str:
 class BrokerMetrics:
     """The broker's counters, and a collector that reads its state when scraped."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, store: MetadataStore) -> None:
         # A registry of its own: several brokers in one process (tests) never share one.
         self.registry = CollectorRegistry(auto_describe=True)
         self._requests = Counter(
@@ -102,8 +104,7 @@ class BrokerMetrics:
             ["kind"],
             registry=self.registry,
         )
-        self.registry.register(_BrokerStateCollector(broker))
-        self._broker = broker
+        self._store = store
         # Children looked up once: labels() takes a lock and builds a tuple every call.
         self._per_api: dict[int, tuple[CounterChild, HistogramChild]] = {}
         self._per_topic_in: dict[str, tuple[CounterChild, CounterChild]] = {}
@@ -129,7 +130,7 @@ class BrokerMetrics:
     def produce_refused(self, topic: str, error_code: int) -> None:
         """Labelled by Kafka's name for the error, e.g. NOT_ENOUGH_REPLICAS. Names of
         topics that do not exist are not labels: a client could make up endless ones."""
-        if topic not in self._broker.store.topics:
+        if topic not in self._store.topics:
             topic = "(unknown)"
         self._failed_produce.labels(topic, kafka.errors.for_code(error_code).message).inc()
 
@@ -143,13 +144,22 @@ class BrokerMetrics:
         if after != before:
             self._isr_changes.labels("shrink" if after < before else "expand").inc()
 
+    def track_state(
+        self, partitions: Mapping[tuple[str, int], Partition], groups: Mapping[str, Group]
+    ) -> None:
+        """Report these partitions' and groups' state as gauges, read when scraped."""
+        self.registry.register(_BrokerStateCollector(partitions, groups))
+
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 
 
 class _BrokerStateCollector(Collector):
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(
+        self, partitions: Mapping[tuple[str, int], Partition], groups: Mapping[str, Group]
+    ) -> None:
+        self.partitions = partitions
+        self.groups = groups
 
     def collect(self) -> Iterator[Metric]:
         partitions = GaugeMetricFamily(
@@ -193,7 +203,7 @@ class _BrokerStateCollector(Collector):
             "(Kafka: ReplicaFetcherManager MaxLag, seen from the leader).",
             labels=["topic", "partition", "replica"],
         )
-        held = list(self.broker.topics.partitions.items())
+        held = list(self.partitions.items())
         partitions.add_metric([], len(held))
         led = [(key, p) for key, p in held if p.is_leader]
         leaders.add_metric([], len(led))
@@ -223,7 +233,7 @@ class _BrokerStateCollector(Collector):
         )
         by_state: dict[str, int] = {}
         member_count = 0
-        for group in self.broker.groups.core.groups.values():
+        for group in self.groups.values():
             by_state[group.state.value] = by_state.get(group.state.value, 0) + 1
             member_count += len(group.members)
         for state, count in sorted(by_state.items()):

@@ -37,8 +37,8 @@ async def _maintenance(broker: Broker, stop: asyncio.Event) -> None:
         now = time.monotonic()
         try:
             # On the loop: ISR changes go through the metadata store's client.
-            broker.topics.shrink_lagging_isrs()
-            broker.topics.report_offline_replicas()
+            broker.replicas.shrink_lagging_isrs()
+            broker.replicas.report_offline_replicas()
             if now >= next_retention:
                 next_retention = now + retention_every
                 totals = await asyncio.to_thread(broker.run_maintenance)
@@ -114,9 +114,8 @@ async def serve(
     broker.groups.start()
     await stop.wait()
     log.info("stopping", extra={"requests_served": server.requests_served})
-    if broker.cluster is not None:
-        # Hand leaderships over while clients can still reach us and learn the new leaders.
-        await broker.cluster.leave(config.get_int("controlled.shutdown.timeout.ms") / 1000)
+    # Hand leaderships over while clients can still reach us and learn the new leaders.
+    await broker.leave_cluster(config.get_int("controlled.shutdown.timeout.ms") / 1000)
     await server.stop()
     if metrics_server is not None:
         metrics_server.close()

@@ -101,7 +101,7 @@ _CTConfig = _CTResult.CreatableTopicConfigs
 def _topic_config_entries(broker: Broker, name: str) -> list[tuple[str, str, int]]:
     """(name, value, source) for every topic config, as DescribeConfigs reports them."""
     overrides = broker.store.topics[name].configs if name in broker.store.topics else {}
-    values = broker.topics.log_config(name).to_kafka()
+    values = broker.topic_admin.log_config(name).to_kafka()
     out = []
     for key, value in sorted(values.items()):
         if key in overrides:
@@ -134,7 +134,7 @@ async def handle_create_topics(
                         "replica assignments must name partitions 0 to n-1"
                     )
             configs = {c.name: c.value for c in topic.configs}
-            state = await broker.topics.create(
+            state = await broker.topic_admin.create(
                 topic.name,
                 partitions,
                 replication,
@@ -192,8 +192,8 @@ async def handle_delete_topics(
         name = given_name
         try:
             if name is None:
-                name = broker.topics.name_for_id(topic_id or uuid.UUID(int=0))
-            state = await broker.topics.delete(name)
+                name = broker.replicas.name_for_id(topic_id or uuid.UUID(int=0))
+            state = await broker.topic_admin.delete(name)
             results.append(
                 _DTResult(name=name, topic_id=state.topic_id, error_code=0, error_message=None)
             )
@@ -214,7 +214,7 @@ async def handle_create_partitions(
             assignment = None
             if topic.assignments is not None:
                 assignment = {i: list(a.broker_ids) for i, a in enumerate(topic.assignments)}
-            await broker.topics.add_partitions(
+            await broker.topic_admin.add_partitions(
                 topic.name, topic.count, assignment=assignment, validate_only=request.validate_only
             )
             results.append(
@@ -240,7 +240,7 @@ _DCSynonym = _DCEntry.DescribeConfigsSynonym
 
 
 def _describe_topic(broker: Broker, name: str, keys: list[str] | None, synonyms: bool) -> list[Any]:
-    broker.topics.topic(name)  # raises UNKNOWN_TOPIC_OR_PARTITION
+    broker.topic_admin.topic(name)  # raises UNKNOWN_TOPIC_OR_PARTITION
     overrides = broker.store.topics[name].configs
     entries = []
     for key, value, source in _topic_config_entries(broker, name):
@@ -424,7 +424,7 @@ async def _alter(broker: Broker, request: Any, response_cls: Any, incremental: b
             if resource.resource_type != TOPIC_RESOURCE:
                 raise InvalidRequestError(f"unsupported resource type {resource.resource_type}")
             name = resource.resource_name
-            state = broker.topics.topic(name)
+            state = broker.topic_admin.topic(name)
             if incremental:
                 configs = _incremental(
                     state.configs, broker.config.topic_defaults(), list(resource.configs)
@@ -435,7 +435,7 @@ async def _alter(broker: Broker, request: Any, response_cls: Any, incremental: b
                     if c.value is None:
                         raise InvalidConfigurationError(f"config {c.name} has no value")
                     configs[c.name] = c.value
-            await broker.topics.set_configs(name, configs, validate_only=request.validate_only)
+            await broker.topic_admin.set_configs(name, configs, validate_only=request.validate_only)
             responses.append(
                 response_cls.AlterConfigsResourceResponse(
                     error_code=0,

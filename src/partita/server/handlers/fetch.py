@@ -75,7 +75,7 @@ class _FetchPass:
         (``Partition.fetch``); this pass adds what spans partitions -- the response's
         byte budget, the client's rack, the reassignment throttle."""
         epoch = fp.current_leader_epoch if self.version >= 9 else -1
-        partition = self.broker.topics.readable_partition(
+        partition = self.broker.replicas.readable_partition(
             name, fp.partition, epoch, from_follower=self.from_follower
         )
         self.partitions.append(partition)
@@ -139,7 +139,7 @@ class _FetchPass:
     def _resolve(self, topic: Any) -> tuple[str | None, Any, int | None]:
         if self.version >= 13:
             try:
-                name = self.broker.topics.name_for_id(topic.topic_id)
+                name = self.broker.replicas.name_for_id(topic.topic_id)
             except KafkaError as exc:
                 return None, topic.topic_id, exc.code
             return name, topic.topic_id, None

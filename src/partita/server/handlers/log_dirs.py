@@ -24,7 +24,7 @@ def handle_describe_log_dirs(
         None if request.topics is None else {t.topic: set(t.partitions) for t in request.topics}
     )
     by_topic: dict[str, list[Any]] = {}
-    for (topic, index), partition in sorted(broker.topics.partitions.items()):
+    for (topic, index), partition in sorted(broker.replicas.partitions.items()):
         if wanted is not None and index not in wanted.get(topic, ()):
             continue
         plog = partition.log

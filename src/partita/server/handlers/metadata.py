@@ -77,7 +77,7 @@ async def handle(broker: Broker, context: RequestContext, request: MetadataReque
     )
     entries: list[Any] = []
     brokers = broker.store.brokers()
-    offline = broker.topics.offline_replicas()
+    offline = broker.replicas.offline_replicas()
     if all_topics or requested is None:
         entries = [_topic_entry(t, offline) for _, t in sorted(broker.store.topics.items())]
     else:
@@ -85,7 +85,7 @@ async def handle(broker: Broker, context: RequestContext, request: MetadataReque
             name = wanted.name
             if name is None:
                 try:
-                    name = broker.topics.name_for_id(wanted.topic_id)
+                    name = broker.replicas.name_for_id(wanted.topic_id)
                 except KafkaError as exc:
                     entries.append(_error_entry(None, error_code(exc), wanted.topic_id))
                     continue
@@ -98,7 +98,7 @@ async def handle(broker: Broker, context: RequestContext, request: MetadataReque
                     entries.append(_error_entry(name, UnknownTopicOrPartitionError.code))
                     continue
                 try:
-                    topic = await broker.topics.create(name)
+                    topic = await broker.topic_admin.create(name)
                 except TopicAlreadyExistsError:
                     # Another client's request created it first (on this broker or
                     # another). Kafka answers LeaderNotAvailableError.code until the topic is

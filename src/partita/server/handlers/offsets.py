@@ -31,7 +31,7 @@ _LPartition = _LTopic.ListOffsetsPartitionResponse
 def _list_one(broker: Broker, version: int, client: bool, topic: str, p: Any) -> Any:
     try:
         epoch = p.current_leader_epoch if version >= 4 else -1
-        partition = broker.topics.leader_partition(topic, p.partition_index, epoch)
+        partition = broker.replicas.leader_partition(topic, p.partition_index, epoch)
         listed = partition.offset_for(p.timestamp, for_client=client)
         return _LPartition(
             partition_index=p.partition_index,
@@ -86,7 +86,7 @@ def handle_delete_records(
         results = []
         for p in t.partitions:
             try:
-                partition = broker.topics.leader_partition(t.name, p.partition_index)
+                partition = broker.replicas.leader_partition(t.name, p.partition_index)
                 low = partition.delete_records(p.offset)
                 results.append(
                     _DPartition(partition_index=p.partition_index, low_watermark=low, error_code=0)
@@ -113,7 +113,7 @@ def handle_offset_for_leader_epoch(
         results = []
         for p in t.partitions:
             try:
-                partition = broker.topics.leader_partition(
+                partition = broker.replicas.leader_partition(
                     t.topic, p.partition, p.current_leader_epoch
                 )
                 epoch, end = partition.end_offset_for_epoch(p.leader_epoch)

@@ -86,7 +86,7 @@ def _append_one(
             raise InvalidRequiredAcksError(f"acks must be -1, 0 or 1, got {request.acks}")
         if topic in INTERNAL_TOPICS and not internal_allowed:
             raise InvalidTopicError(f"cannot append to internal topic {topic}")
-        partition = broker.topics.leader_partition(topic, index)
+        partition = broker.replicas.leader_partition(topic, index)
         if request.acks == -1:
             partition.check_enough_replicas()
         if not records:

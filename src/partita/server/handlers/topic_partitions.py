@@ -97,7 +97,7 @@ def handle(
         return len(topic.partitions) if topic is not None else None
 
     page, next_cursor = plan_page(names, partition_count, cursor, request.response_partition_limit)
-    offline_replicas = broker.topics.offline_replicas()
+    offline_replicas = broker.replicas.offline_replicas()
     topics = []
     for entry in page:
         topic = store.topics.get(entry.topic)

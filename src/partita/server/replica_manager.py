@@ -1,12 +1,16 @@
-"""The topics and partitions of one broker: creating, deleting, growing and
-reconfiguring topics through the metadata store, and keeping this broker's partitions in
-step with the metadata image.
+"""This broker's replicas, kept in step with the metadata image (Kafka's ReplicaManager).
 
 Changes go one way: a request writes the store, the store publishes what changed (its own
 writes included), and ``_on_metadata`` reconciles -- opens the logs of partitions that
-name this broker as a replica, hands each its leadership state, drops partitions and
-topics that went away. The embedded store (one broker) and the etcd store (a cluster)
-feed the same path, so nothing here knows which one runs.
+name this broker as a replica, hands each its leadership state, starts or stops fetching
+it from its leader, drops partitions and topics that went away. The embedded store (one
+broker) and the etcd store (a cluster) feed the same path, so nothing here knows which
+one runs. As leader of a partition, this broker writes its ISR changes to the store
+(``Partition.isr_writer``) and reports replicas whose logs went offline.
+
+Everything it works with comes through its constructor: the store, the logs, each
+topic's log config, whether the broker's lease can be trusted, the follower fetchers
+(a cluster member only) and where ISR changes are counted.
 """
 
 from __future__ import annotations
@@ -14,65 +18,74 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from partita.cluster.image import Changes
-from partita.cluster.model import PartitionState, TopicState, valid_topic_name
-from partita.cluster.placement import (
-    assign_replicas,
-    check_explicit_assignment,
-    start_index_for,
-)
+from partita.cluster.model import PartitionState, TopicState
 from partita.cluster.store import MetadataStore
 from partita.errors import (
-    InvalidConfigurationError,
-    InvalidPartitionsError,
-    InvalidTopicError,
     NotLeaderOrFollowerError,
-    TopicAlreadyExistsError,
-    TopicDeletionDisabledError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
 from partita.replication.fetcher import FetcherManager
-from partita.server import partition_limit
-from partita.server.config import BrokerConfig
-from partita.server.partition import Partition
-from partita.storage.config import LogConfig, is_known
+from partita.server.partition import Fenced, Partition
+from partita.storage.config import LogConfig
 from partita.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
-MAX_PARTITIONS = 100_000
-Assignment = Mapping[int, list[int]]
+LeadershipListener = Callable[[Partition, bool], None]
+IsrChanged = Callable[[int, int], None]
 
 
-class TopicManager:
-    def __init__(self, config: BrokerConfig, store: MetadataStore, logs: LogManager):
-        self.config = config
+def _never_fenced() -> bool:
+    return False
+
+
+def _uncounted(_before: int, _after: int) -> None:
+    return None
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        node_id: int,
+        store: MetadataStore,
+        logs: LogManager,
+        log_config: Callable[[str], LogConfig],
+        *,
+        replica_lag_time_max_ms: int,
+        fenced: Fenced = _never_fenced,
+        fetchers: FetcherManager | None = None,
+        isr_changed: IsrChanged = _uncounted,
+    ) -> None:
+        self.node_id = node_id
         self.store = store
         self.logs = logs
-        self.node_id = config.node_id
+        self.log_config = log_config
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        # True while this broker may not act as a leader (its cluster lease cannot be
+        # trusted); a broker alone never is.
+        self.fenced = fenced
+        # Copies the logs of the partitions this broker follows (a cluster member only).
+        self.fetchers = fetchers
+        # Told (ISR size before, after) of each ISR change this broker made as a leader.
+        self.isr_changed = isr_changed
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._by_id: dict[uuid.UUID, str] = {}
-        # True while this broker may not act as a leader (its cluster lease cannot be
-        # trusted); the cluster runtime sets it, a broker alone never is.
-        self.fenced: Callable[[], bool] = lambda: False
         # Told (partition, leads) whenever this broker starts or stops leading one.
-        self.leadership_listeners: list[Callable[[Partition, bool], None]] = []
-        # Told (ISR size before, after) of each ISR change this broker made as a leader.
-        self.isr_changed: Callable[[int, int], None] = lambda _before, _after: None
-        # Copies the logs of the partitions this broker follows (a cluster member only).
-        self.fetchers: FetcherManager | None = None
+        self._leadership_listeners: list[LeadershipListener] = []
         self._loaded = False
         self._reporting_offline = False
         store.subscribe(self._on_metadata)
 
-    # -- loading and reconciling -------------------------------------------------
+    def on_leadership_change(self, listener: LeadershipListener) -> None:
+        """Tell ``listener`` (partition, leads) whenever this broker starts or stops
+        leading a partition (the group coordinator loads and unloads its groups so)."""
+        self._leadership_listeners.append(listener)
 
-    def log_config(self, topic: str) -> LogConfig:
-        state = self.store.topics.get(topic)
-        return self.config.topic_config(state.configs if state else {})
+    # -- loading and reconciling -------------------------------------------------
 
     def load(self) -> None:
         """Open this broker's partitions as the image has them (after the logs are up)."""
@@ -130,7 +143,7 @@ class TopicManager:
                 "isr": partition.isr,
             },
         )
-        for listener in self.leadership_listeners:
+        for listener in self._leadership_listeners:
             try:
                 listener(partition, partition.is_leader)
             except Exception:
@@ -222,7 +235,7 @@ class TopicManager:
 
     def shrink_lagging_isrs(self) -> None:
         """Kafka's ISR shrink check, for every partition led here."""
-        max_lag_ms = self.config.get_int("replica.lag.time.max.ms")
+        max_lag_ms = self.replica_lag_time_max_ms
         for partition in self.partitions.values():
             if partition.is_leader:
                 partition.maybe_shrink_isr(max_lag_ms)
@@ -262,12 +275,6 @@ class TopicManager:
 
         return offline
 
-    def topic(self, name: str) -> TopicState:
-        state = self.store.topics.get(name)
-        if state is None:
-            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
-        return state
-
     def name_for_id(self, topic_id: uuid.UUID) -> str:
         name = self._by_id.get(topic_id)
         if name is None or name not in self.store.topics:
@@ -304,154 +311,3 @@ class TopicManager:
         partition = self.partition(topic, index)
         partition.check_leader(current_leader_epoch)
         return partition
-
-    # -- changes -----------------------------------------------------------------
-
-    def _check_partition_limit(self, placed: Mapping[int, list[int]]) -> None:
-        # Before anything is recorded: a create is all or nothing.
-        limit = self.config.get_int(partition_limit.CONFIG)
-        partition_limit.check_placement(limit, self.store.topics.values(), placed)
-
-    def validate_configs(self, configs: Mapping[str, str | None]) -> dict[str, str]:
-        clean: dict[str, str] = {}
-        for key, value in configs.items():
-            if not is_known(key):
-                raise InvalidConfigurationError(f"unknown topic config {key!r}")
-            if value is None:
-                raise InvalidConfigurationError(f"config {key!r} has no value")
-            clean[key] = value
-        self.config.topic_config(clean)  # raises on out-of-range values
-        return clean
-
-    def _placement(
-        self,
-        name: str,
-        count: int,
-        replication_factor: int,
-        assignment: Assignment | None,
-        first_partition: int = 0,
-        start_index: int | None = None,
-    ) -> dict[int, list[int]]:
-        brokers = self.store.placement_brokers()
-        if assignment:
-            check_explicit_assignment(assignment, list(brokers))
-            return {first_partition + i: list(r) for i, r in enumerate(assignment.values())}
-        return assign_replicas(
-            brokers,
-            count,
-            replication_factor,
-            first_partition=first_partition,
-            start_index=start_index,
-        )
-
-    async def create(
-        self,
-        name: str,
-        num_partitions: int = -1,
-        replication_factor: int = -1,
-        configs: Mapping[str, str | None] | None = None,
-        *,
-        assignment: Assignment | None = None,
-        validate_only: bool = False,
-    ) -> TopicState:
-        reason = valid_topic_name(name)
-        if reason:
-            raise InvalidTopicError(reason)
-        if name in self.store.topics:
-            raise TopicAlreadyExistsError(f"topic {name!r} already exists")
-        if assignment:
-            num_partitions = len(assignment)
-        if num_partitions == -1:
-            num_partitions = self.config.get_int("num.partitions")
-        if replication_factor == -1:
-            replication_factor = self.config.get_int("default.replication.factor")
-        if not 1 <= num_partitions <= MAX_PARTITIONS:
-            raise InvalidPartitionsError(f"number of partitions must be >= 1, got {num_partitions}")
-        clean = self.validate_configs(configs or {})
-        placed = self._placement(name, num_partitions, replication_factor, assignment)
-        self._check_partition_limit(placed)
-        state = TopicState(
-            name,
-            uuid.uuid4(),
-            {p: PartitionState(list(r), r[0], 0, list(r)) for p, r in placed.items()},
-            clean,
-        )
-        if validate_only:
-            return state
-        await self.store.create_topic(state)
-        log.info(
-            "created topic",
-            extra={
-                "topic": name,
-                "partitions": num_partitions,
-                "replication_factor": len(placed[0]),
-                "configs": clean,
-            },
-        )
-        return self.store.topics.get(name, state)
-
-    async def delete(self, name: str) -> TopicState:
-        if not self.config.get_bool("delete.topic.enable"):
-            raise TopicDeletionDisabledError("delete.topic.enable is false")
-        state = self.topic(name)
-        await self.store.delete_topic(name)
-        log.info("deleted topic", extra={"topic": name})
-        return state
-
-    async def add_partitions(
-        self,
-        name: str,
-        total: int,
-        *,
-        assignment: Assignment | None = None,
-        validate_only: bool = False,
-    ) -> None:
-        """Grow a topic to ``total`` partitions; Kafka never shrinks one."""
-        state = self.topic(name)
-        current = len(state.partitions)
-        if total < current:
-            raise InvalidPartitionsError(
-                f"topic {name!r} has {current} partitions; partitions can only be added, "
-                f"never removed"
-            )
-        if total == current:
-            raise InvalidPartitionsError(f"topic {name!r} already has {current} partitions")
-        if total > MAX_PARTITIONS:
-            raise InvalidPartitionsError(f"{total} partitions is more than {MAX_PARTITIONS}")
-        if assignment is not None and len(assignment) != total - current:
-            raise InvalidPartitionsError(
-                f"{len(assignment)} replica assignments given for {total - current} new partitions"
-            )
-        first = state.partitions[0].replicas if 0 in state.partitions else []
-        placed = self._placement(
-            name,
-            total - current,
-            len(first) or 1,
-            assignment,
-            first_partition=current,
-            start_index=start_index_for(self.store.placement_brokers(), first[0])
-            if first
-            else None,
-        )
-        self._check_partition_limit(placed)
-        if validate_only:
-            return
-        await self.store.add_partitions(
-            name, {p: PartitionState(list(r), r[0], 0, list(r)) for p, r in placed.items()}
-        )
-        log.warning(
-            "added partitions: keys now hash to different partitions",
-            extra={"topic": name, "from": current, "to": total},
-        )
-
-    async def set_configs(
-        self, name: str, configs: Mapping[str, str], *, validate_only: bool
-    ) -> None:
-        """Replace a topic's overrides (AlterConfigs) or apply the result of an
-        incremental change computed by the caller."""
-        self.topic(name)
-        clean = self.validate_configs(configs)
-        if validate_only:
-            return
-        await self.store.set_configs(name, clean)
-        log.info("changed topic configs", extra={"topic": name, "configs": clean})
