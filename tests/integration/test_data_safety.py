@@ -293,7 +293,7 @@ def test_absurd_partition_count_is_refused_before_anything_is_recorded(
     assert "max.broker.partitions=768" in error and "huge" in error
     assert "huge" not in partita("topic", "list", "-b", broker.bootstrap).stdout
     assert not list(broker.data_dir.glob("huge-*"))
-    metadata = broker.data_dir / "partita-metadata.json"
+    metadata = broker.data_dir / "partita-metadata-kv.json"
     assert not metadata.exists() or "huge" not in metadata.read_text()
     assert "error" not in broker.logs().lower()
 

@@ -6,7 +6,8 @@ compare-and-swap compares). Leases expire keys bound to them when their holder s
 renewing. A watch streams every change after a revision, so a local image built by one
 range read at revision R and a watch from R + 1 misses nothing.
 
-Two implementations: ``etcd_kv.EtcdKV`` (the real one) and ``memory_kv.MemoryKV``
+Three implementations: ``etcd_kv.EtcdKV`` (a cluster's), ``file_kv.FileKV`` (a broker
+alone: the same semantics in its own process, kept in a file) and ``memory_kv.MemoryKV``
 (one process, for unit tests of the controller and the image).
 """
 
@@ -78,6 +79,10 @@ Op = Put | Delete
 
 
 class KV(Protocol):
+    async def connect(self) -> None:
+        """Reach the store (or load it); raises StoreUnavailableError."""
+        ...
+
     async def get(self, key: str) -> Entry | None: ...
 
     async def range(self, prefix: str) -> tuple[list[Entry], int]:

@@ -28,6 +28,9 @@ class MemoryKV:
         self._next_lease = 1000
         self._changed = asyncio.Condition()
 
+    async def connect(self) -> None:
+        return None
+
     async def get(self, key: str) -> Entry | None:
         return self.entries.get(key)
 
@@ -43,8 +46,14 @@ class MemoryKV:
             events = []
             for op in ops:
                 events.extend(self._apply(op))
+            self._committed(events)
             await self._publish(events)
         return True, self.revision
+
+    def _committed(self, events: list[Event]) -> None:
+        """A transaction was applied, before anyone is told: where a durable store
+        (``file_kv``) writes it down."""
+        return None
 
     def _holds(self, compare: Compare) -> bool:
         entry = self.entries.get(compare.key)

@@ -46,18 +46,6 @@ class PartitionState:
             out["removing"] = self.removing
         return out
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> PartitionState:
-        return cls(
-            list(data["replicas"]),
-            int(data["leader"]),
-            int(data["leader_epoch"]),
-            list(data["isr"]),
-            int(data.get("partition_epoch", 0)),
-            list(data.get("adding", [])),
-            list(data.get("removing", [])),
-        )
-
 
 @dataclass(slots=True)
 class TopicState:
@@ -69,22 +57,6 @@ class TopicState:
     @property
     def internal(self) -> bool:
         return self.name.startswith("__")
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "topic_id": str(self.topic_id),
-            "partitions": {str(p): s.to_json() for p, s in sorted(self.partitions.items())},
-            "configs": dict(sorted(self.configs.items())),
-        }
-
-    @classmethod
-    def from_json(cls, name: str, data: dict[str, Any]) -> TopicState:
-        return cls(
-            name,
-            uuid.UUID(data["topic_id"]),
-            {int(p): PartitionState.from_json(s) for p, s in data["partitions"].items()},
-            dict(data.get("configs", {})),
-        )
 
 
 @dataclass(frozen=True, slots=True)

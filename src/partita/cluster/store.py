@@ -1,10 +1,11 @@
 """What the broker asks of its metadata store, whichever backend runs.
 
-Two backends implement it: ``EmbeddedMetadataStore`` (one JSON file, a broker alone:
-the zero-setup default) and ``ClusterMetadataStore`` (etcd, a cluster of brokers). The
-rest of the broker reads the image (``topics``, ``brokers()``, ``controller_id``) and
-makes changes through the async writes; it learns of every change, its own included,
-through the listeners it subscribed, so one reconcile path serves both backends.
+One implementation serves every broker: ``ClusterMetadataStore``, over etcd for a
+cluster and over a file-backed KV of the data directory for a broker alone, so one
+decoder checks every value and one image holds the state. The rest of the broker reads
+the image (``topics``, ``brokers()``, ``controller_id``) and makes changes through the
+async writes; it learns of every change, its own included, through the listeners it
+subscribed. Unit tests may run it over the in-memory KV.
 """
 
 from __future__ import annotations

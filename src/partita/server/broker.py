@@ -1,10 +1,10 @@
 """The broker's state and lifecycle: config, metadata store, logs, topics, producer ids.
 
-A broker alone keeps its metadata in the embedded store (one file in the data
-directory); given ``metadata="etcd://..."`` it is a cluster member (``cluster_node``)
-whose metadata lives in etcd. Nothing past this module asks which: both stores answer
-the same interface (``cluster.store.MetadataStore``). The network layer
-(``partita.server.network``) and ``runtime`` drive it.
+Every broker is a cluster member (``cluster_node``): given ``metadata="etcd://..."`` its
+metadata lives in etcd; alone, in a file-backed KV of its data directory, a cluster of
+one with its own controller. Past this module only ``alone`` differs (no lease fencing,
+no followers to fetch for). The network layer (``partita.server.network``) and
+``runtime`` drive it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from partita.cluster.embedded_store import EmbeddedMetadataStore
+from partita.cluster.etcd_kv import EtcdKV, parse_endpoints
+from partita.cluster.file_kv import METADATA_KV_FILE, FileKV
+from partita.cluster.kv import KV
 from partita.cluster.model import BrokerInfo
 from partita.cluster.store import MetadataStore
 from partita.replication.fetcher import FetcherManager
@@ -56,17 +58,26 @@ class Broker:
         self.data_dir = data_dir
         self.listener = listener
         self.node_id = config.node_id
-        self.embedded: EmbeddedMetadataStore | None = None
-        self.cluster: ClusterNode | None = None
-        self.store: MetadataStore
+        # A broker alone runs the cluster's store, image and controller over a KV kept in
+        # its data directory: a cluster of one, through the same code as etcd's.
+        self.alone = metadata is None
         if metadata is None:
-            self.embedded = EmbeddedMetadataStore(data_dir, lambda: self.info)
-            self.store = self.embedded
+            kv_path = data_dir / METADATA_KV_FILE
+            kv: KV = FileKV(kv_path)
+            prefix, source, adopt_from = "partita", str(kv_path), data_dir
         else:
-            self.cluster = ClusterNode(
-                config, metadata, lambda: self.info, self._unclean_leader_election
-            )
-            self.store = self.cluster.store
+            endpoints, prefix = parse_endpoints(metadata)
+            kv, source, adopt_from = EtcdKV(endpoints), metadata, None
+        self.cluster = ClusterNode(
+            config,
+            kv,
+            prefix,
+            source,
+            lambda: self.info,
+            self._unclean_leader_election,
+            adopt_from=adopt_from,
+        )
+        self.store: MetadataStore = self.cluster.store
         self.topic_admin = TopicAdmin(config, self.store)
         self.logs = LogManager(data_dir, self.topic_admin.log_config)
         self.metrics = BrokerMetrics(self.store)
@@ -77,9 +88,10 @@ class Broker:
             self.logs,
             self.topic_admin.log_config,
             replica_lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
-            fenced=cluster.fenced if cluster is not None else _never_fenced,
+            # Alone, nobody else can take a partition over: its lease fences nothing.
+            fenced=_never_fenced if self.alone else cluster.fenced,
             fetchers=None
-            if cluster is None
+            if self.alone
             else FetcherManager(self.node_id, cluster.address_of, self._follower_throttle),
             isr_changed=self.metrics.isr_changed,
         )
@@ -122,16 +134,13 @@ class Broker:
         self.lock_data_dir()
         try:
             # Before a single log is opened: another node's or another cluster's logs must
-            # not be adopted. A broker alone takes the id its directory holds (or makes one).
-            cluster = self.cluster
-            cluster_id = claim_data_dir(
+            # not be adopted.
+            claim_data_dir(
                 self.data_dir,
                 self.node_id,
-                None if cluster is None else self.store.cluster_id,
-                cluster_source="" if cluster is None else cluster.source,
+                self.store.cluster_id,
+                cluster_source=self.cluster.source,
             )
-            if self.embedded is not None:
-                self.embedded.load(self.node_id, cluster_id)
             self.logs.startup()
             self.replicas.load()  # also loads the groups of the offsets partitions led here
         except BaseException:
@@ -150,8 +159,6 @@ class Broker:
 
     async def leave_cluster(self, timeout_s: float) -> None:
         """Controlled shutdown, then stop following, then give up the lease."""
-        if self.cluster is None:
-            return
         await self.cluster.leave(timeout_s)
         if self.replicas.fetchers is not None:
             await self.replicas.fetchers.stop()

@@ -1,6 +1,7 @@
-"""A broker's life as a member of a cluster: reaching etcd, registering on a lease,
-running for controller, fencing itself when its lease cannot be trusted, and leaving
-cleanly (controlled shutdown).
+"""A broker's life as a member of a cluster: reaching its metadata store (etcd, or the
+file-backed KV of a broker alone, a cluster of one), registering on a lease, running for
+controller, fencing itself when its lease cannot be trusted, and leaving cleanly
+(controlled shutdown).
 
 The order at start is Kafka's: the metadata image is loaded first (so the broker knows
 which partitions are its own), then the logs are recovered, then the broker registers as
@@ -17,11 +18,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from partita.cluster.cluster_store import ClusterMetadataStore, NodeIdInUseError
 from partita.cluster.controller import Controller, ControllerSettings
-from partita.cluster.etcd_kv import EtcdKV, parse_endpoints
-from partita.cluster.kv import StoreUnavailableError
+from partita.cluster.kv import KV, StoreUnavailableError
+from partita.cluster.legacy_metadata import adopt_legacy_metadata
 from partita.cluster.model import BrokerInfo
 from partita.errors import KafkaError
 from partita.server.config import BrokerConfig
@@ -33,18 +35,24 @@ class ClusterNode:
     def __init__(
         self,
         config: BrokerConfig,
-        metadata_url: str,
+        kv: KV,
+        prefix: str,
+        source: str,
         info: Callable[[], BrokerInfo],
         unclean_for: Callable[[str], bool],
+        *,
+        adopt_from: Path | None = None,
     ) -> None:
-        """``info``: this broker's registration (its advertised address is known only
-        once it listens); ``unclean_for``: a topic's unclean.leader.election.enable."""
-        endpoints, prefix = parse_endpoints(metadata_url)
+        """``kv``: etcd for a cluster, a file of the data directory for a broker alone;
+        ``source``: where that is, for messages; ``info``: this broker's registration
+        (its advertised address is known only once it listens); ``unclean_for``: a
+        topic's unclean.leader.election.enable; ``adopt_from``: a data directory whose
+        older metadata file (``legacy_metadata``) an empty store takes over."""
         self.node_id = config.node_id
         self.info = info
-        self.endpoints = endpoints
-        self.source = metadata_url  # for messages: where the cluster's metadata lives
-        self.kv = EtcdKV(endpoints)
+        self.source = source
+        self.adopt_from = adopt_from
+        self.kv = kv
         self.store = ClusterMetadataStore(
             self.kv,
             prefix,
@@ -71,15 +79,16 @@ class ClusterNode:
         return (registration.host, registration.port) if registration else None
 
     async def connect(self) -> None:
-        """Reach etcd and load the metadata image; a clear error if etcd is not there."""
+        """Reach the store and load the metadata image; a clear error if it is not there."""
         try:
             await self.kv.connect()
+            if self.adopt_from is not None:
+                await adopt_legacy_metadata(self.kv, self.store.layout, self.adopt_from)
             await self.store.start()
         except StoreUnavailableError as exc:
             await self.kv.close()
             raise KafkaError(
-                f"cannot reach the cluster metadata store at etcd://{','.join(self.endpoints)}: "
-                f"{exc}"
+                f"cannot reach the cluster metadata store at {self.source}: {exc}"
             ) from None
 
     async def join(self) -> None:

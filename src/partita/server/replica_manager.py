@@ -3,9 +3,9 @@
 Changes go one way: a request writes the store, the store publishes what changed (its own
 writes included), and ``_on_metadata`` reconciles -- opens the logs of partitions that
 name this broker as a replica, hands each its leadership state, starts or stops fetching
-it from its leader, drops partitions and topics that went away. The embedded store (one
-broker) and the etcd store (a cluster) feed the same path, so nothing here knows which
-one runs. As leader of a partition, this broker writes its ISR changes to the store
+it from its leader, drops partitions and topics that went away. A broker alone and a
+cluster member feed the same path (one store over two KVs), so nothing here knows which
+runs. As leader of a partition, this broker writes its ISR changes to the store
 (``Partition.isr_writer``) and reports replicas whose logs went offline.
 
 Everything it works with comes through its constructor: the store, the logs, each

@@ -84,8 +84,7 @@ async def serve(
             "metrics listening", extra={"host": bound[0], "port": bound[1], "path": "/metrics"}
         )
     started = time.monotonic()
-    if broker.cluster is not None:
-        await broker.cluster.connect()  # the image first: it says which partitions are ours
+    await broker.cluster.connect()  # the image first: it says which partitions are ours
     broker.startup()
     # Everything loaded so far (modules, kafka-python's classes, the logs' indexes) lives
     # as long as the broker: kept out of the collector's full passes, which otherwise
@@ -94,8 +93,7 @@ async def serve(
     gc.freeze()
     server = BrokerServer(broker)
     broker.listener.port = await server.start(host, port)
-    if broker.cluster is not None:
-        await broker.cluster.join()  # electable from here on
+    await broker.cluster.join()  # electable from here on
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -15,7 +15,7 @@ from kafka.protocol.admin import (
 
 from partita.cluster.controller import Controller
 from partita.cluster.preferred import ELECTION_NOT_NEEDED
-from partita.errors import InvalidReplicaAssignmentError, KafkaError, NotControllerError
+from partita.errors import KafkaError, NotControllerError
 from partita.protocol.messages import (
     AlterPartitionReassignmentsRequest,
     ElectLeadersRequest,
@@ -32,11 +32,9 @@ _MESSAGES = {
 }
 
 
-def _controller(broker: Broker) -> Controller | None:
-    """The active controller if it runs here; raises NOT_CONTROLLER if it runs elsewhere;
-    None for a broker alone."""
-    if broker.cluster is None:
-        return None
+def _controller(broker: Broker) -> Controller:
+    """The active controller if it runs here; raises NOT_CONTROLLER if it runs elsewhere
+    (a broker alone is its own)."""
     controller = broker.cluster.controller
     if not controller.active:
         raise NotControllerError(
@@ -56,12 +54,7 @@ async def handle_elect_leaders(
         else [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
     )
     try:
-        controller = _controller(broker)
-        if controller is None:
-            names = wanted or [(n, i) for n, t in broker.store.topics.items() for i in t.partitions]
-            results = {key: ELECTION_NOT_NEEDED for key in names}
-        else:
-            results = await controller.elect_leaders(kind, wanted)
+        results = await _controller(broker).elect_leaders(kind, wanted)
     except KafkaError as exc:
         return ElectLeadersResponse(
             throttle_time_ms=0, error_code=exc.code, replica_election_results=[]
@@ -97,21 +90,7 @@ async def handle_alter_reassignments(
     }
     results: dict[tuple[str, int], tuple[int, str | None]]
     try:
-        controller = _controller(broker)
-        if controller is None:
-            results = {
-                key: (
-                    (0, None)
-                    if target == [broker.node_id]
-                    else (
-                        InvalidReplicaAssignmentError.code,
-                        f"broker {broker.node_id} runs alone: replicas can only be on it",
-                    )
-                )
-                for key, target in targets.items()
-            }
-        else:
-            results = await controller.reassign(targets)
+        results = await _controller(broker).reassign(targets)
     except KafkaError as exc:
         return AlterPartitionReassignmentsResponse(
             throttle_time_ms=0, error_code=exc.code, error_message=exc.message, responses=[]
@@ -148,7 +127,7 @@ def handle_list_reassignments(
         return ListPartitionReassignmentsResponse(
             throttle_time_ms=0, error_code=exc.code, error_message=exc.message, topics=[]
         )
-    ongoing = controller.reassignments(wanted) if controller is not None else {}
+    ongoing = controller.reassignments(wanted)
     by_topic: dict[str, list[Any]] = {}
     for (topic, index), state in sorted(ongoing.items()):
         by_topic.setdefault(topic, []).append(
