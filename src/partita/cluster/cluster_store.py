@@ -112,6 +112,9 @@ class ClusterMetadataStore:
     def controller_id(self) -> int:
         return self.image.controller_id
 
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return self.image.topic_name(topic_id)
+
     def brokers(self) -> list[BrokerInfo]:
         return [
             BrokerInfo(b.node_id, b.host, b.port, b.rack)

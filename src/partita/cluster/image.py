@@ -36,9 +36,13 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class Changes:
-    """What one batch of events touched, so that a broker reconciles only that."""
+    """What one batch of events touched, so that a broker applies only that
+    (``local_changes`` turns it into what it means for one broker)."""
 
-    topics: set[str] = field(default_factory=set)
+    topics: set[str] = field(default_factory=set)  # a record or a partition of it changed
+    # Partitions whose state changed, or that appeared (a new topic, added partitions).
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    reconfigured: set[str] = field(default_factory=set)  # topics whose configs changed
     deleted_topics: set[str] = field(default_factory=set)
     brokers: bool = False
     controller: bool = False
@@ -133,6 +137,8 @@ class ClusterImage:
         if event.kind == "delete":
             changes.deleted_topics.add(name)
             changes.topics.discard(name)
+            changes.reconfigured.discard(name)
+            changes.partitions = {tp for tp in changes.partitions if tp[0] != name}
             return
         record = decode_topic(name, event.entry.value)
         if old is not None and old.topic_id != record.topic_id:
@@ -148,6 +154,10 @@ class ClusterImage:
             dict(record.configs),
         )
         changes.topics.add(name)
+        if old is None or old.topic_id != record.topic_id or old.partitions != record.partitions:
+            changes.partitions.update((name, p) for p in self.topics[name].partitions)
+        if old is None or old.topic_id != record.topic_id or old.configs != record.configs:
+            changes.reconfigured.add(name)
 
     def _apply_partition(self, event: Event, changes: Changes) -> None:
         topic_id, index = self.layout.parse_partition_key(event.entry.key)
@@ -168,9 +178,15 @@ class ClusterImage:
             topic.partitions.pop(index, None)
         elif index < self._records[name].partitions:
             topic.partitions[index] = states[index]
+        else:
+            return  # written before the topic's record counts it: visible with the record
         changes.topics.add(name)
+        changes.partitions.add((name, index))
 
     # -- questions ---------------------------------------------------------------
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return self._names.get(topic_id)
 
     def partition_count(self, name: str) -> int:
         record = self._records.get(name)

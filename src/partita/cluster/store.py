@@ -30,6 +30,10 @@ class MetadataStore(Protocol):
     @property
     def controller_id(self) -> int: ...
 
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with this id, if it exists."""
+        ...
+
     def brokers(self) -> list[BrokerInfo]:
         """The brokers clients may use, in id order."""
         ...

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable
 
 from partita.cluster.image import Changes
+from partita.cluster.local_changes import LocalChanges, everything, local_changes
 from partita.cluster.model import PartitionState, TopicState
 from partita.cluster.store import MetadataStore
 from partita.errors import (
@@ -73,7 +74,6 @@ class ReplicaManager:
         # Told (ISR size before, after) of each ISR change this broker made as a leader.
         self.isr_changed = isr_changed
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self._by_id: dict[uuid.UUID, str] = {}
         # Told (partition, leads) whenever this broker starts or stops leading one.
         self._leadership_listeners: list[LeadershipListener] = []
         self._loaded = False
@@ -90,9 +90,9 @@ class ReplicaManager:
     def load(self) -> None:
         """Open this broker's partitions as the image has them (after the logs are up)."""
         self._loaded = True
-        for name in list(self.store.topics):
-            self._reconcile_topic(name)
-        known = {(t.name, p) for t in self.store.topics.values() for p in t.partitions}
+        topics = self.store.topics
+        self._apply(local_changes(everything(topics), topics, self.node_id, self.partitions))
+        known = {(t.name, p) for t in topics.values() for p in t.partitions}
         for tp in list(self.logs.logs):
             if tp not in known:
                 log.warning(
@@ -102,36 +102,36 @@ class ReplicaManager:
 
     def _on_metadata(self, changes: Changes) -> None:
         if not self._loaded:
-            return  # load() reconciles everything once the logs are up
-        for name in changes.deleted_topics:
-            self._drop_topic(name)
-        for name in changes.topics:
-            self._reconcile_topic(name)
+            return  # load() applies everything once the logs are up
+        self._apply(local_changes(changes, self.store.topics, self.node_id, self.partitions))
 
-    def _reconcile_topic(self, name: str) -> None:
-        topic = self.store.topics.get(name)
-        if topic is None:
+    def _apply(self, local: LocalChanges) -> None:
+        for name in local.deleted_topics:
             self._drop_topic(name)
+        for topic, index in sorted(local.lost):
+            self._drop_partition(topic, index)
+        for (topic, index), state in sorted([*local.leads.items(), *local.follows.items()]):
+            self._apply_state(topic, index, state)
+        if local.reconfigured:
+            configs = {name: self.log_config(name) for name in local.reconfigured}
+            for (topic, _index), partition in self.partitions.items():
+                config = configs.get(topic)
+                if config is not None and partition.log.config != config:
+                    partition.log.update_config(config)
+
+    def _apply_state(self, topic: str, index: int, state: PartitionState) -> None:
+        """A partition this broker is a replica of, in its new state."""
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            record = self.store.topics.get(topic)
+            if record is not None:
+                self._open_partition(topic, index, state, record.topic_id)
             return
-        self._by_id[topic.topic_id] = name
-        config = self.log_config(name)
-        for index, state in topic.partitions.items():
-            partition = self.partitions.get((name, index))
-            hosted = self.node_id in state.replicas
-            if hosted and partition is None:
-                partition = self._open_partition(name, index, state, topic.topic_id)
-            elif not hosted and partition is not None:
-                self._drop_partition(name, index)
-                continue
-            if partition is None:
-                continue
-            leads = partition.is_leader
-            partition.become(state)
-            if partition.log.config != config:
-                partition.log.update_config(config)
-            self._follow_or_lead(partition)
-            if leads != partition.is_leader:
-                self._leadership_moved(partition)
+        leads = partition.is_leader
+        partition.become(state)
+        self._follow_or_lead(partition)
+        if leads != partition.is_leader:
+            self._leadership_moved(partition)
 
     def _leadership_moved(self, partition: Partition) -> None:
         log.info(
@@ -243,7 +243,6 @@ class ReplicaManager:
     def _drop_topic(self, name: str) -> None:
         for topic, index in [tp for tp in self.partitions if tp[0] == name]:
             self._drop_partition(topic, index)
-        self._by_id = {i: n for i, n in self._by_id.items() if n != name or n in self.store.topics}
 
     def _drop_partition(self, topic: str, index: int) -> None:
         partition = self.partitions.pop((topic, index), None)
@@ -276,8 +275,8 @@ class ReplicaManager:
         return offline
 
     def name_for_id(self, topic_id: uuid.UUID) -> str:
-        name = self._by_id.get(topic_id)
-        if name is None or name not in self.store.topics:
+        name = self.store.topic_name(topic_id)
+        if name is None:
             raise UnknownTopicIdError(f"unknown topic id {topic_id}")
         return name
 
