@@ -149,6 +149,14 @@ class UnknownTopicIdError(KafkaError):
     code = 100
 
 
+class OutOfOrderSequenceError(KafkaError):
+    code = 45
+
+
+class InvalidProducerEpochError(KafkaError):
+    code = 47
+
+
 class TransactionalIdNotSupportedError(KafkaError):
     """partita has no transaction coordinator; transactional producers are refused."""
 
@@ -241,6 +249,10 @@ class NotEnoughReplicasAfterAppendError(KafkaError):
 
 class InvalidReplicaAssignmentError(KafkaError):
     code = 39
+
+
+class NoReassignmentInProgressError(KafkaError):
+    code = 85
 
 
 class NotControllerError(KafkaError):

@@ -6,7 +6,7 @@ import pytest
 
 from partita.cluster import preferred, reassignment
 from partita.cluster.model import PartitionState
-from partita.errors import InvalidReplicaAssignmentError
+from partita.errors import InvalidReplicaAssignmentError, NoReassignmentInProgressError
 
 
 def test_preferred_election_moves_leadership_back() -> None:
@@ -58,7 +58,7 @@ def test_cancel_puts_the_original_replicas_back() -> None:
     # As in Kafka, the original replicas come back in the order the move kept them in
     # (kept ones first); the leader stays.
     assert (back.replicas, back.leader, back.adding, back.removing) == ([3, 1, 2], 1, [], [])
-    with pytest.raises(reassignment.NoReassignmentInProgressError):
+    with pytest.raises(NoReassignmentInProgressError):
         reassignment.cancel(back, {1, 2, 3})
 
 

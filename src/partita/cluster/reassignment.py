@@ -17,11 +17,7 @@ from collections.abc import Sequence, Set
 
 from partita.cluster.elections import NO_LEADER, changed, first_eligible
 from partita.cluster.model import PartitionState
-from partita.errors import InvalidReplicaAssignmentError, KafkaError
-
-
-class NoReassignmentInProgressError(KafkaError):
-    code = 85
+from partita.errors import InvalidReplicaAssignmentError, NoReassignmentInProgressError
 
 
 def start(state: PartitionState, target: Sequence[int], known: Set[int]) -> PartitionState:

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from partita.coordinator.group_machine import (
@@ -53,18 +54,21 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+@dataclass(eq=False)
 class GroupService:
-    def __init__(
-        self,
-        config: BrokerConfig,
-        store: MetadataStore,
-        replicas: ReplicaManager,
-        topic_admin: TopicAdmin,
-    ) -> None:
-        self.config = config
-        self.store = store
-        self.replicas = replicas
-        self.topic_admin = topic_admin
+    config: BrokerConfig
+    store: MetadataStore
+    replicas: ReplicaManager
+    topic_admin: TopicAdmin
+    partitions: int = field(init=False)  # of __consumer_offsets
+    retention_ms: int = field(init=False)
+    core: GroupCoordinator = field(init=False)
+    # The offsets partitions whose groups live here.
+    loaded: set[int] = field(default_factory=set, init=False)
+    _ticker: asyncio.Task[None] | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        config = self.config
         self.partitions = config.get_int("offsets.topic.num.partitions")
         self.retention_ms = config.get_int("offsets.retention.minutes") * 60_000
         self.core = GroupCoordinator(
@@ -73,9 +77,7 @@ class GroupService:
             min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
             max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
         )
-        self._ticker: asyncio.Task[None] | None = None
-        self.loaded: set[int] = set()  # the offsets partitions whose groups live here
-        replicas.on_leadership_change(self._leadership_moved)
+        self.replicas.on_leadership_change(self._leadership_moved)
 
     # -- lifecycle ---------------------------------------------------------------
 

@@ -18,18 +18,10 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from partita.errors import KafkaError
+from partita.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 
 MAX_SEQUENCE = 2**31 - 1
 BATCHES_REMEMBERED = 5
-
-
-class OutOfOrderSequenceError(KafkaError):
-    code = 45
-
-
-class InvalidProducerEpochError(KafkaError):
-    code = 47
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from partita.cluster.image import Changes
 from partita.cluster.local_changes import LocalChanges, everything, local_changes
@@ -48,37 +49,28 @@ def _uncounted(_before: int, _after: int) -> None:
     return None
 
 
+@dataclass(eq=False)
 class ReplicaManager:
-    def __init__(
-        self,
-        node_id: int,
-        store: MetadataStore,
-        logs: LogManager,
-        log_config: Callable[[str], LogConfig],
-        *,
-        replica_lag_time_max_ms: int,
-        fenced: Fenced = _never_fenced,
-        fetchers: FetcherManager | None = None,
-        isr_changed: IsrChanged = _uncounted,
-    ) -> None:
-        self.node_id = node_id
-        self.store = store
-        self.logs = logs
-        self.log_config = log_config
-        self.replica_lag_time_max_ms = replica_lag_time_max_ms
-        # True while this broker may not act as a leader (its cluster lease cannot be
-        # trusted); a broker alone never is.
-        self.fenced = fenced
-        # Copies the logs of the partitions this broker follows (a cluster member only).
-        self.fetchers = fetchers
-        # Told (ISR size before, after) of each ISR change this broker made as a leader.
-        self.isr_changed = isr_changed
-        self.partitions: dict[tuple[str, int], Partition] = {}
-        # Told (partition, leads) whenever this broker starts or stops leading one.
-        self._leadership_listeners: list[LeadershipListener] = []
-        self._loaded = False
-        self._reporting_offline = False
-        store.subscribe(self._on_metadata)
+    node_id: int
+    store: MetadataStore
+    logs: LogManager
+    log_config: Callable[[str], LogConfig]
+    replica_lag_time_max_ms: int = field(kw_only=True)
+    # True while this broker may not act as a leader (its cluster lease cannot be
+    # trusted); a broker alone never is.
+    fenced: Fenced = field(default=_never_fenced, kw_only=True)
+    # Copies the logs of the partitions this broker follows (a cluster member only).
+    fetchers: FetcherManager | None = field(default=None, kw_only=True)
+    # Told (ISR size before, after) of each ISR change this broker made as a leader.
+    isr_changed: IsrChanged = field(default=_uncounted, kw_only=True)
+    partitions: dict[tuple[str, int], Partition] = field(default_factory=dict, init=False)
+    # Told (partition, leads) whenever this broker starts or stops leading one.
+    _leadership_listeners: list[LeadershipListener] = field(default_factory=list, init=False)
+    _loaded: bool = field(default=False, init=False)
+    _reporting_offline: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self.store.subscribe(self._on_metadata)
 
     def on_leadership_change(self, listener: LeadershipListener) -> None:
         """Tell ``listener`` (partition, leads) whenever this broker starts or stops

@@ -31,10 +31,6 @@ class RequestContext:
     client_host: str = ""
 
     @property
-    def api_key(self) -> int:
-        return self.header.api_key
-
-    @property
     def api_version(self) -> int:
         return self.header.api_version
 

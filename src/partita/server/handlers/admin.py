@@ -271,19 +271,31 @@ def _describe_topic(broker: Broker, name: str, keys: list[str] | None, synonyms:
                         )
                     )
         entries.append(
-            _DCEntry(
-                name=key,
-                value=value,
-                read_only=False,
-                config_source=source,
-                is_default=source == SOURCE_DEFAULT,
-                is_sensitive=False,
-                synonyms=synonym_list,
-                config_type=_config_type(key),
-                documentation=None,
-            )
+            _config_entry(key, value, source, synonym_list, _config_type(key), read_only=False)
         )
     return entries
+
+
+def _config_entry(
+    key: str,
+    value: str | None,
+    source: int,
+    synonyms: list[Any],
+    config_type: int,
+    *,
+    read_only: bool,
+) -> Any:
+    return _DCEntry(
+        name=key,
+        value=value,
+        read_only=read_only,
+        config_source=source,
+        is_default=source == SOURCE_DEFAULT,
+        is_sensitive=False,
+        synonyms=synonyms,
+        config_type=config_type,
+        documentation=None,
+    )
 
 
 def _describe_broker(broker: Broker, resource_name: str, keys: list[str] | None) -> list[Any]:
@@ -294,19 +306,7 @@ def _describe_broker(broker: Broker, resource_name: str, keys: list[str] | None)
         if keys is not None and key not in keys:
             continue
         source = SOURCE_STATIC_BROKER if key in broker.config.overridden else SOURCE_DEFAULT
-        entries.append(
-            _DCEntry(
-                name=key,
-                value=value,
-                read_only=True,
-                config_source=source,
-                is_default=source == SOURCE_DEFAULT,
-                is_sensitive=False,
-                synonyms=[],
-                config_type=_TYPE_STRING,
-                documentation=None,
-            )
-        )
+        entries.append(_config_entry(key, value, source, [], _TYPE_STRING, read_only=True))
     return entries
 
 

@@ -22,9 +22,9 @@ def _api_keys() -> list[Any]:
     ]
 
 
-def handle(_broker: Broker, _context: RequestContext, _request: ApiVersionsRequest) -> Any:
+def _response(error_code: int) -> Any:
     return ApiVersionsResponse(
-        error_code=0,
+        error_code=error_code,
         api_keys=_api_keys(),
         throttle_time_ms=0,
         supported_features=[],
@@ -32,18 +32,13 @@ def handle(_broker: Broker, _context: RequestContext, _request: ApiVersionsReque
         finalized_features=[],
         zk_migration_ready=False,
     )
+
+
+def handle(_broker: Broker, _context: RequestContext, _request: ApiVersionsRequest) -> Any:
+    return _response(0)
 
 
 def unsupported_version_body() -> bytes:
     """The v0-layout answer to an ApiVersions request of a version we do not know,
     so that the client can retry with one we do (KIP-511)."""
-    response = ApiVersionsResponse(
-        error_code=UnsupportedVersionError.code,
-        api_keys=_api_keys(),
-        throttle_time_ms=0,
-        supported_features=[],
-        finalized_features_epoch=-1,
-        finalized_features=[],
-        zk_migration_ready=False,
-    )
-    return bytes(response.encode(version=0))
+    return bytes(_response(UnsupportedVersionError.code).encode(version=0))

@@ -3,7 +3,7 @@ OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelet
 
 A group's coordinator is the leader of its ``__consumer_offsets`` partition
 (``server/group_service.py``); every request for a group this broker does not coordinate is
-answered NotCoordinatorError.code, and clients find the coordinator again.
+answered NOT_COORDINATOR, and clients find the coordinator again.
 """
 
 from __future__ import annotations
@@ -381,7 +381,7 @@ def handle_describe_groups(
     for group_id in request.groups:
         group = broker.groups.core.groups.get(group_id)
         if group is None:
-            # A group nobody knows is Dead; from v6 on Kafka also says GroupIdNotFoundError.code
+            # A group nobody knows is Dead; from v6 on Kafka also says GROUP_ID_NOT_FOUND
             # (KIP-1043), and kafka-consumer-groups reports it as such.
             if not broker.groups.coordinates(group_id):
                 code, message = NotCoordinatorError.code, None

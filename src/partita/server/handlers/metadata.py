@@ -101,7 +101,7 @@ async def handle(broker: Broker, context: RequestContext, request: MetadataReque
                     topic = await broker.topic_admin.create(name)
                 except TopicAlreadyExistsError:
                     # Another client's request created it first (on this broker or
-                    # another). Kafka answers LeaderNotAvailableError.code until the topic is
+                    # another). Kafka answers LEADER_NOT_AVAILABLE until the topic is
                     # ready, and clients ask again; never the create's own error.
                     existing = broker.store.topics.get(name)
                     if existing is None:

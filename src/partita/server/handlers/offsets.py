@@ -16,8 +16,10 @@ from partita.errors import (
 )
 from partita.protocol.messages import (
     DeleteRecordsRequest,
+    DeleteRecordsRequestDeleteRecordsPartition,
     ListOffsetsRequest,
     OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochRequestOffsetForLeaderPartition,
 )
 from partita.server.broker import Broker
 from partita.server.request_context import RequestContext
@@ -78,26 +80,22 @@ _DTopic = DeleteRecordsResponse.DeleteRecordsTopicResult
 _DPartition = _DTopic.DeleteRecordsPartitionResult
 
 
+def _delete_one(broker: Broker, topic: str, p: DeleteRecordsRequestDeleteRecordsPartition) -> Any:
+    try:
+        partition = broker.replicas.leader_partition(topic, p.partition_index)
+        low, code = partition.delete_records(p.offset), 0
+    except KafkaError as exc:
+        low, code = -1, exc.code
+    return _DPartition(partition_index=p.partition_index, low_watermark=low, error_code=code)
+
+
 def handle_delete_records(
     broker: Broker, _context: RequestContext, request: DeleteRecordsRequest
 ) -> Any:
-    topics = []
-    for t in request.topics:
-        results = []
-        for p in t.partitions:
-            try:
-                partition = broker.replicas.leader_partition(t.name, p.partition_index)
-                low = partition.delete_records(p.offset)
-                results.append(
-                    _DPartition(partition_index=p.partition_index, low_watermark=low, error_code=0)
-                )
-            except KafkaError as exc:
-                results.append(
-                    _DPartition(
-                        partition_index=p.partition_index, low_watermark=-1, error_code=exc.code
-                    )
-                )
-        topics.append(_DTopic(name=t.name, partitions=results))
+    topics = [
+        _DTopic(name=t.name, partitions=[_delete_one(broker, t.name, p) for p in t.partitions])
+        for t in request.topics
+    ]
     return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
 
 
@@ -105,28 +103,22 @@ _ETopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 _EPartition = _ETopic.EpochEndOffset
 
 
+def _epoch_end(
+    broker: Broker, topic: str, p: OffsetForLeaderEpochRequestOffsetForLeaderPartition
+) -> Any:
+    try:
+        partition = broker.replicas.leader_partition(topic, p.partition, p.current_leader_epoch)
+        (epoch, end), code = partition.end_offset_for_epoch(p.leader_epoch), 0
+    except KafkaError as exc:
+        (epoch, end), code = (-1, -1), exc.code
+    return _EPartition(error_code=code, partition=p.partition, leader_epoch=epoch, end_offset=end)
+
+
 def handle_offset_for_leader_epoch(
     broker: Broker, _context: RequestContext, request: OffsetForLeaderEpochRequest
 ) -> Any:
-    topics = []
-    for t in request.topics:
-        results = []
-        for p in t.partitions:
-            try:
-                partition = broker.replicas.leader_partition(
-                    t.topic, p.partition, p.current_leader_epoch
-                )
-                epoch, end = partition.end_offset_for_epoch(p.leader_epoch)
-                results.append(
-                    _EPartition(
-                        error_code=0, partition=p.partition, leader_epoch=epoch, end_offset=end
-                    )
-                )
-            except KafkaError as exc:
-                results.append(
-                    _EPartition(
-                        error_code=exc.code, partition=p.partition, leader_epoch=-1, end_offset=-1
-                    )
-                )
-        topics.append(_ETopic(topic=t.topic, partitions=results))
+    topics = [
+        _ETopic(topic=t.topic, partitions=[_epoch_end(broker, t.topic, p) for p in t.partitions])
+        for t in request.topics
+    ]
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
