@@ -113,7 +113,7 @@ def test_an_older_directory_is_adopted_through_the_checking_decoder(tmp_path: Pa
         kv = FileKV(tmp_path / "kv.json")
         await kv.connect()
         store = ClusterMetadataStore(kv, "partita", 0)
-        assert await adopt_legacy_metadata(kv, Layout("partita"), tmp_path)
+        assert await adopt_legacy_metadata(kv, Layout("partita"), tmp_path, 0)
         await store.start()
         assert await store.allocate_producer_id() == 5000  # ids below it were handed out
         await store.stop()
@@ -136,7 +136,7 @@ def test_a_directory_without_topics_keeps_its_cluster_id(tmp_path: Path) -> None
     async def run() -> str:
         kv = FileKV(tmp_path / "kv.json")
         await kv.connect()
-        await adopt_legacy_metadata(kv, Layout("partita"), tmp_path)
+        await adopt_legacy_metadata(kv, Layout("partita"), tmp_path, 0)
         store = ClusterMetadataStore(kv, "partita", 0)
         await store.start()
         await store.stop()
@@ -152,7 +152,64 @@ def test_an_older_file_beside_a_store_that_has_metadata_is_refused(tmp_path: Pat
         kv = FileKV(tmp_path / "kv.json")
         await kv.connect()
         await kv.txn([], [Put("/partita/cluster", b"NEW")])
-        await adopt_legacy_metadata(kv, Layout("partita"), tmp_path)
+        await adopt_legacy_metadata(kv, Layout("partita"), tmp_path, 0)
 
     with pytest.raises(KafkaStorageError, match="move one of them away"):
         asyncio.run(run())
+
+
+def test_a_transaction_the_file_could_not_take_is_undone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def run() -> None:
+        kv = FileKV(tmp_path / "kv.json")
+        await kv.connect()
+        await kv.txn([], [Put("/a", b"1")])
+
+        def full_disk(_path: Path, _text: str) -> None:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(file_kv, "write_atomically", full_disk)
+        with pytest.raises(KafkaStorageError, match="No space left"):
+            await kv.txn([], [Put("/a", b"2"), Put("/b", b"3")])
+        a = await kv.get("/a")
+        assert kv.revision == 2 and a is not None and a.value == b"1"
+        assert await kv.get("/b") is None
+        # Keys on a lease are not written down: a full disk does not stop a registration.
+        lease = await kv.grant(3)
+        ok, _ = await kv.txn([], [Put("/live", b"me", lease)])
+        assert ok
+        await kv.revoke(lease)
+
+    asyncio.run(run())
+
+
+def test_a_crash_between_the_adoption_and_the_rename_is_finished(tmp_path: Path) -> None:
+    _legacy(tmp_path, uuid.uuid4(), {})
+
+    async def run() -> None:
+        kv = FileKV(tmp_path / "kv.json")
+        await kv.connect()
+        assert await adopt_legacy_metadata(kv, Layout("partita"), tmp_path, 0)
+        # As if the process died before its last rename:
+        (tmp_path / (LEGACY_FILE + ".adopted")).rename(tmp_path / (LEGACY_FILE + ".adopting"))
+        again = FileKV(tmp_path / "kv.json")
+        await again.connect()
+        assert not await adopt_legacy_metadata(again, Layout("partita"), tmp_path, 0)
+
+    asyncio.run(run())
+    assert (tmp_path / (LEGACY_FILE + ".adopted")).exists()
+    assert not (tmp_path / (LEGACY_FILE + ".adopting")).exists()
+
+
+def test_another_nodes_directory_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    _legacy(tmp_path, uuid.uuid4(), {})
+
+    async def run() -> None:
+        kv = FileKV(tmp_path / "kv.json")
+        await kv.connect()
+        await adopt_legacy_metadata(kv, Layout("partita"), tmp_path, 5)
+
+    with pytest.raises(KafkaStorageError, match="belongs to node 0, not node 5"):
+        asyncio.run(run())
+    assert (tmp_path / LEGACY_FILE).exists() and not (tmp_path / "kv.json").exists()

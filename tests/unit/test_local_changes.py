@@ -123,3 +123,26 @@ def test_everything_names_every_partition_once_logs_are_up() -> None:
     _orders(image)
     local = local_changes(everything(image.topics), image.topics, ME, held=set())
     assert set(local.leads) | set(local.follows) == {("orders", 0), ("orders", 1)}
+
+
+def test_an_unreadable_partition_value_never_deletes_a_replica_here() -> None:
+    """The image treats a value it cannot decode as absent; the replica's data stays."""
+    image = ClusterImage(LAYOUT)
+    topic_id = _orders(image)
+    changes = image.apply([_put(LAYOUT.partition(topic_id, 0), b'{"replicas": "nonsense"}')])
+    local = local_changes(changes, image.topics, ME, held={("orders", 0), ("orders", 1)})
+    assert not local.lost and not local.leads and not local.follows
+
+
+def test_a_relist_sees_a_topic_deleted_and_created_again_under_its_name() -> None:
+    image = ClusterImage(LAYOUT)
+    _orders(image)
+    new_id = uuid.uuid4()
+    fresh = [
+        _partition(new_id, 0, PartitionState([1], 1, 0, [1])).entry,
+        _topic("orders", new_id, 1, {}).entry,
+    ]
+    changes = image.load(fresh, revision=next(_revisions))
+    assert changes.deleted_topics == {"orders"}
+    local = local_changes(changes, image.topics, ME, held={("orders", 0)})
+    assert local.deleted_topics == {"orders"} and set(local.leads) == {("orders", 0)}

@@ -58,8 +58,6 @@ from partita.errors import (
 
 log = logging.getLogger(__name__)
 
-# etcd refuses transactions of more than 128 operations by default (--max-txn-ops).
-TXN_OPS = 100
 PRODUCER_ID_BLOCK = 1000
 
 
@@ -293,15 +291,16 @@ class ClusterMetadataStore:
         ]
         topic_put = Put(layout.topic(state.name), encode_topic(record))
         absent = Compare.absent(layout.topic(state.name))
-        if len(partitions) < TXN_OPS:
+        if len(partitions) < self.kv.max_txn_ops:
             ok, revision = await self.kv.txn([absent], [topic_put, *partitions])
         else:
             # Too many for one transaction: the partitions first, under the new id that
             # nothing refers to yet, then the topic in one conditional write.
             if state.name in self.topics:
                 raise TopicAlreadyExistsError(f"topic {state.name!r} already exists")
-            for start in range(0, len(partitions), TXN_OPS):
-                await self.kv.txn([], partitions[start : start + TXN_OPS])
+            step = self.kv.max_txn_ops
+            for start in range(0, len(partitions), step):
+                await self.kv.txn([], partitions[start : start + step])
             ok, revision = await self.kv.txn([absent], [topic_put])
             if not ok:
                 await self.kv.txn(
@@ -343,8 +342,9 @@ class ClusterMetadataStore:
             Put(self.layout.partition(topic.topic_id, p), encode_partition(s))
             for p, s in sorted(new.items())
         ]
-        for start in range(0, len(puts), TXN_OPS):
-            await self.kv.txn([], puts[start : start + TXN_OPS])
+        step = self.kv.max_txn_ops
+        for start in range(0, len(puts), step):
+            await self.kv.txn([], puts[start : start + step])
         await self._put_topic_record(record)
 
     async def set_configs(self, name: str, configs: dict[str, str]) -> None:

@@ -57,6 +57,9 @@ def _entry(kv: Any) -> Entry:
 
 
 class EtcdKV:
+    # etcd refuses transactions of more than 128 operations by default (--max-txn-ops).
+    max_txn_ops = 100
+
     def __init__(self, endpoints: Sequence[str]) -> None:
         self.endpoints = list(endpoints)
         self._client = Etcd3Client(self.endpoints, rpc_max_attempts=2)

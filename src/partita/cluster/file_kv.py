@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from partita.cluster.kv import Entry, Event
+from partita.cluster.kv import Compare, Entry, Event, Op
 from partita.cluster.memory_kv import MemoryKV
 from partita.errors import KafkaStorageError
 from partita.storage.checkpoint import write_atomically
@@ -30,9 +31,24 @@ HISTORY = 10_000
 
 
 class FileKV(MemoryKV):
+    # One process, no quorum to protect: a topic's partitions go in one write (and one
+    # fsync), not a hundred.
+    max_txn_ops = 1_000_000_000
+
     def __init__(self, path: Path) -> None:
         super().__init__()
         self.path = path
+        self._durable: set[str] = set()  # the keys the file holds
+
+    async def txn(self, compares: Sequence[Compare], ops: Sequence[Op]) -> tuple[bool, int]:
+        """As MemoryKV's; a transaction the file could not take is undone, so that what
+        the process sees is what the file holds (etcd's answer to a failed commit)."""
+        revision, entries = self.revision, dict(self.entries)
+        try:
+            return await super().txn(compares, ops)
+        except KafkaStorageError:
+            self.revision, self.entries = revision, entries
+            raise
 
     async def connect(self) -> None:
         """Load what the file holds (nothing, the first time)."""
@@ -52,8 +68,13 @@ class FileKV(MemoryKV):
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise KafkaStorageError(f"cannot read cluster metadata {self.path}: {exc}") from exc
         self.compacted = self.revision  # no history before what the file holds
+        self._durable = set(self.entries)
 
     def _committed(self, events: list[Event]) -> None:
+        if not any(
+            e.entry.key in self._durable or (e.kind == "put" and e.entry.lease == 0) for e in events
+        ):
+            return  # only keys on a lease (a registration, the controller): nothing to keep
         durable = [e for e in self.entries.values() if e.lease == 0]
         body = {
             "revision": self.revision,
@@ -63,6 +84,7 @@ class FileKV(MemoryKV):
             write_atomically(self.path, json.dumps(body, indent=1))
         except OSError as exc:
             raise KafkaStorageError(f"cannot write cluster metadata {self.path}: {exc}") from exc
+        self._durable = {e.key for e in durable}
 
     async def _publish(self, events: list[Event]) -> None:
         await super()._publish(events)

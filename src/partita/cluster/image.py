@@ -73,13 +73,18 @@ class ClusterImage:
 
     def load(self, entries: Iterable[Entry], revision: int) -> Changes:
         """Replace everything with a fresh listing (at start, and after a lost watch)."""
-        before = set(self.topics)
+        before = {name: topic.topic_id for name, topic in self.topics.items()}
         fresh = ClusterImage(self.layout)
         changes = fresh.apply(Event("put", e) for e in entries)
         # Every field at once: a field added to the image can't be forgotten here.
         vars(self).update(vars(fresh))
         self.revision = revision
-        changes.deleted_topics = before - set(self.topics)
+        # A name now held by another topic id was deleted and created again meanwhile.
+        changes.deleted_topics = {
+            name
+            for name, topic_id in before.items()
+            if name not in self.topics or self.topics[name].topic_id != topic_id
+        }
         changes.brokers = changes.controller = True
         return changes
 

@@ -79,6 +79,9 @@ Op = Put | Delete
 
 
 class KV(Protocol):
+    # Operations one transaction may hold: larger writes are split by the caller.
+    max_txn_ops: int
+
     async def connect(self) -> None:
         """Reach the store (or load it); raises StoreUnavailableError."""
         ...

@@ -24,39 +24,58 @@ from partita.storage.meta_properties import read_meta_properties
 log = logging.getLogger(__name__)
 
 LEGACY_FILE = "partita-metadata.json"
+ADOPTING_SUFFIX = ".adopting"  # taken, not yet written into the store
 ADOPTED_SUFFIX = ".adopted"
 
 
-async def adopt_legacy_metadata(kv: KV, layout: Layout, data_dir: Path) -> bool:
-    """Seed an empty store from ``data_dir``; True if it held anything to adopt."""
+async def adopt_legacy_metadata(kv: KV, layout: Layout, data_dir: Path, node_id: int) -> bool:
+    """Seed an empty store from ``data_dir``; True if it held anything to adopt.
+
+    The old file is renamed ``.adopting`` before the store's one write and ``.adopted``
+    after it, so a crash in between is finished at the next start, never adopted twice
+    nor mistaken for a conflict."""
     entries, _revision = await kv.range(layout.root)
-    path = data_dir / LEGACY_FILE
+    legacy = data_dir / LEGACY_FILE
+    adopting = legacy.with_name(LEGACY_FILE + ADOPTING_SUFFIX)
+    adopted = legacy.with_name(LEGACY_FILE + ADOPTED_SUFFIX)
     if entries:
-        if path.exists():
+        if adopting.exists():
+            adopting.rename(adopted)  # the store took it before a crash
+        elif legacy.exists():
             raise KafkaStorageError(
-                f"{path} is left from an older partita, but {data_dir} already holds "
+                f"{legacy} is left from an older partita, but {data_dir} already holds "
                 f"cluster metadata; move one of them away"
             )
         return False
+    props = read_meta_properties(data_dir)
+    stored_node = props.get("node.id")
+    if stored_node is not None and stored_node != str(node_id):
+        # Before anything is written: the right node must still find it as it was.
+        raise KafkaStorageError(
+            f"{data_dir / 'meta.properties'} belongs to node {stored_node}, not node {node_id}"
+        )
+    if legacy.exists():
+        legacy.rename(adopting)
     ops: list[Op] = []
-    cluster_id = read_meta_properties(data_dir).get("cluster.id")
+    cluster_id = props.get("cluster.id")
     if cluster_id:
         ops.append(Put(layout.cluster, cluster_id.encode()))
     topics = 0
-    if path.exists():
+    if adopting.exists():
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(adopting.read_text(encoding="utf-8"))
             ops += _legacy_ops(layout, data)
             topics = len(data["topics"])
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise KafkaStorageError(f"cannot read cluster metadata {path}: {exc}") from exc
+            raise KafkaStorageError(f"cannot read cluster metadata {adopting}: {exc}") from exc
     if not ops:
         return False
     await kv.txn([Compare.absent(layout.cluster)], ops)
-    if path.exists():
-        path.rename(path.with_name(path.name + ADOPTED_SUFFIX))
+    if adopting.exists():
+        adopting.rename(adopted)
         log.warning(
-            "adopted the metadata of an older partita", extra={"file": str(path), "topics": topics}
+            "adopted the metadata of an older partita",
+            extra={"file": str(legacy), "topics": topics},
         )
     return True
 

@@ -23,7 +23,8 @@ class LocalChanges:
     deleted_topics: set[str] = field(default_factory=set)
     leads: dict[TopicPartition, PartitionState] = field(default_factory=dict)
     follows: dict[TopicPartition, PartitionState] = field(default_factory=dict)
-    lost: set[TopicPartition] = field(default_factory=set)  # held here, not a replica any more
+    # Held here, and the partition's state names other replicas (a reassignment moved it).
+    lost: set[TopicPartition] = field(default_factory=set)
     reconfigured: set[str] = field(default_factory=set)
 
 
@@ -37,7 +38,11 @@ def local_changes(
     for tp in changes.partitions:
         topic = topics.get(tp[0])
         state = topic.partitions.get(tp[1]) if topic is not None else None
-        if state is not None and node_id in state.replicas:
+        if state is None:
+            # Unreadable (the image skipped a malformed value) or going with its topic:
+            # never a reason to delete a replica's data here.
+            continue
+        if node_id in state.replicas:
             (local.leads if state.leader == node_id else local.follows)[tp] = state
         elif tp in held:
             local.lost.add(tp)

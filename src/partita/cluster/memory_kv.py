@@ -19,6 +19,8 @@ from partita.cluster.kv import (
 
 
 class MemoryKV:
+    max_txn_ops = 100  # etcd's, so that unit tests split big writes as a cluster does
+
     def __init__(self) -> None:
         self.revision = 1
         self.entries: dict[str, Entry] = {}

@@ -24,6 +24,7 @@ from partita.server.cluster_node import ClusterNode
 from partita.server.config import BrokerConfig
 from partita.server.group_service import GroupService
 from partita.server.metrics import BrokerMetrics
+from partita.server.partition import never_fenced
 from partita.server.replica_manager import ReplicaManager
 from partita.server.topic_admin import TopicAdmin
 from partita.storage.dir_lock import DataDirLock
@@ -31,10 +32,6 @@ from partita.storage.log_manager import LogManager
 from partita.storage.meta_properties import claim_data_dir
 
 log = logging.getLogger(__name__)
-
-
-def _never_fenced() -> bool:
-    return False  # a broker alone has no lease to lose
 
 
 @dataclass(slots=True)
@@ -89,7 +86,7 @@ class Broker:
             self.topic_admin.log_config,
             replica_lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
             # Alone, nobody else can take a partition over: its lease fences nothing.
-            fenced=_never_fenced if self.alone else cluster.fenced,
+            fenced=never_fenced if self.alone else cluster.fenced,
             fetchers=None
             if self.alone
             else FetcherManager(self.node_id, cluster.address_of, self._follower_throttle),
@@ -131,6 +128,8 @@ class Broker:
             self._dir_lock = DataDirLock.acquire(self.data_dir)
 
     def startup(self) -> None:
+        """Claim the data directory and open the logs, after ``cluster.connect()`` has
+        loaded the image (the directory is claimed for the store's cluster id)."""
         self.lock_data_dir()
         try:
             # Before a single log is opened: another node's or another cluster's logs must

@@ -83,7 +83,9 @@ class ClusterNode:
         try:
             await self.kv.connect()
             if self.adopt_from is not None:
-                await adopt_legacy_metadata(self.kv, self.store.layout, self.adopt_from)
+                await adopt_legacy_metadata(
+                    self.kv, self.store.layout, self.adopt_from, self.node_id
+                )
             await self.store.start()
         except StoreUnavailableError as exc:
             await self.kv.close()
@@ -113,6 +115,12 @@ class ClusterNode:
         )
         self._tasks.append(asyncio.create_task(self.controller.run(), name="controller"))
         self._tasks.append(asyncio.create_task(self._rejoin_after_lapse(), name="rejoin"))
+        # Requests that need the controller (ElectLeaders, reassignments) are answered from
+        # the start: wait, briefly, until one is elected (this broker, the first or alone).
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.store.ttl):
+                while self.store.controller_id < 0:
+                    await self.store.changed()
 
     async def _rejoin_after_lapse(self) -> None:
         while True:

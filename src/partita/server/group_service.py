@@ -54,7 +54,7 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class GroupService:
     config: BrokerConfig
     store: MetadataStore

@@ -98,7 +98,8 @@ def _any_replica(_replica: int) -> bool:
     return True
 
 
-def _never_fenced() -> bool:
+def never_fenced() -> bool:
+    """A broker alone: nobody else can take a partition over, so no lease fences it."""
     return False
 
 
@@ -144,7 +145,7 @@ class Partition:
     pending_isr: list[int] | None = None  # an ISR change sent to the store, not yet seen
     isr_writer: IsrWriter = _no_isr_writer
     isr_eligible: IsrEligible = _any_replica
-    fenced: Fenced = _never_fenced
+    fenced: Fenced = never_fenced
     served_as_follower: bool = False  # logged once: a consumer read from this follower
     adding: list[int] = field(default_factory=list)  # replicas a reassignment is adding
 

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from partita.cluster.image import Changes
 from partita.cluster.local_changes import LocalChanges, everything, local_changes
@@ -31,7 +31,7 @@ from partita.errors import (
     UnknownTopicOrPartitionError,
 )
 from partita.replication.fetcher import FetcherManager
-from partita.server.partition import Fenced, Partition
+from partita.server.partition import Fenced, Partition, never_fenced
 from partita.storage.config import LogConfig
 from partita.storage.log_manager import LogManager
 
@@ -41,15 +41,11 @@ LeadershipListener = Callable[[Partition, bool], None]
 IsrChanged = Callable[[int, int], None]
 
 
-def _never_fenced() -> bool:
-    return False
-
-
 def _uncounted(_before: int, _after: int) -> None:
     return None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class ReplicaManager:
     node_id: int
     store: MetadataStore
@@ -58,7 +54,7 @@ class ReplicaManager:
     replica_lag_time_max_ms: int = field(kw_only=True)
     # True while this broker may not act as a leader (its cluster lease cannot be
     # trusted); a broker alone never is.
-    fenced: Fenced = field(default=_never_fenced, kw_only=True)
+    fenced: Fenced = field(default=never_fenced, kw_only=True)
     # Copies the logs of the partitions this broker follows (a cluster member only).
     fetchers: FetcherManager | None = field(default=None, kw_only=True)
     # Told (ISR size before, after) of each ISR change this broker made as a leader.
@@ -68,6 +64,7 @@ class ReplicaManager:
     _leadership_listeners: list[LeadershipListener] = field(default_factory=list, init=False)
     _loaded: bool = field(default=False, init=False)
     _reporting_offline: bool = field(default=False, init=False)
+    _unopened: set[tuple[str, int]] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
         self.store.subscribe(self._on_metadata)
@@ -95,6 +92,9 @@ class ReplicaManager:
     def _on_metadata(self, changes: Changes) -> None:
         if not self._loaded:
             return  # load() applies everything once the logs are up
+        if self._unopened:
+            # Replicas whose log could not be opened are tried again at every change.
+            changes = replace(changes, partitions=changes.partitions | self._unopened)
         self._apply(local_changes(changes, self.store.topics, self.node_id, self.partitions))
 
     def _apply(self, local: LocalChanges) -> None:
@@ -103,7 +103,13 @@ class ReplicaManager:
         for topic, index in sorted(local.lost):
             self._drop_partition(topic, index)
         for (topic, index), state in sorted([*local.leads.items(), *local.follows.items()]):
-            self._apply_state(topic, index, state)
+            try:
+                self._apply_state(topic, index, state)
+            except Exception:
+                # One partition's failure must not cost the others their change.
+                log.exception(
+                    "partition state not applied", extra={"partition": f"{topic}-{index}"}
+                )
         if local.reconfigured:
             configs = {name: self.log_config(name) for name in local.reconfigured}
             for (topic, _index), partition in self.partitions.items():
@@ -147,10 +153,14 @@ class ReplicaManager:
         try:
             partition_log = self.logs.get_or_create(topic, index, topic_id)
         except Exception as exc:
-            log.error(
-                "partition unavailable", extra={"partition": f"{topic}-{index}", "error": str(exc)}
-            )
+            if (topic, index) not in self._unopened:  # logged once; retried at every change
+                log.error(
+                    "partition unavailable",
+                    extra={"partition": f"{topic}-{index}", "error": str(exc)},
+                )
+            self._unopened.add((topic, index))
             return None
+        self._unopened.discard((topic, index))
         partition = Partition(
             topic,
             index,
@@ -233,10 +243,12 @@ class ReplicaManager:
                 partition.maybe_shrink_isr(max_lag_ms)
 
     def _drop_topic(self, name: str) -> None:
+        self._unopened = {tp for tp in self._unopened if tp[0] != name}
         for topic, index in [tp for tp in self.partitions if tp[0] == name]:
             self._drop_partition(topic, index)
 
     def _drop_partition(self, topic: str, index: int) -> None:
+        self._unopened.discard((topic, index))
         partition = self.partitions.pop((topic, index), None)
         if self.fetchers is not None:
             self.fetchers.unfollow((topic, index))
