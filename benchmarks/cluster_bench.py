@@ -316,6 +316,8 @@ def main() -> None:
         help="also run a 3-node Apache Kafka (KRaft, scripts/kafka_jars.sh) side by side",
     )
     args = parser.parse_args()
+    if args.dir is not None:
+        Path(args.dir).mkdir(parents=True, exist_ok=True)  # --dir may name a new directory
     workdir = Path(tempfile.mkdtemp(prefix="cluster-bench-", dir=args.dir))
     print(f"work dir {workdir}; {os.cpu_count()} cores; load {os.getloadavg()[0]:.2f}")
 
