@@ -21,6 +21,7 @@ from partita.coordinator.group_machine import (
     GroupState,
     JoinRequest,
     JoinResult,
+    SyncRequest,
     SyncResult,
 )
 from partita.coordinator.offset_records import (
@@ -88,7 +89,10 @@ def test_member_id_required_then_join_completes() -> None:
     assert result.protocol_name == "range"
     assert [m[0] for m in result.members] == [member]
     assert h.core.groups["g"].state is GroupState.COMPLETING_REBALANCE
-    assert h.core.sync("g", 1, member, None, None, None, {member: b"assign"}, "s", h.now) is None
+    assert (
+        h.core.sync(SyncRequest("g", 1, member, None, None, None, {member: b"assign"}), "s", h.now)
+        is None
+    )
     assert h.delivered["s"].assignment == b"assign"
     assert h.core.groups["g"].state is GroupState.STABLE
 
@@ -96,7 +100,7 @@ def test_member_id_required_then_join_completes() -> None:
 def test_second_member_triggers_rebalance_and_both_get_assignments() -> None:
     h = Harness()
     a = h.join_new("a1")
-    h.core.sync("g", 1, a, None, None, None, {a: b"all"}, "s1", h.now)
+    h.core.sync(SyncRequest("g", 1, a, None, None, None, {a: b"all"}), "s1", h.now)
     b = h.join_new("b1")
     assert h.core.groups["g"].state is GroupState.PREPARING_REBALANCE
     assert h.core.heartbeat("g", 1, a, None, h.now) == REBALANCE_IN_PROGRESS
@@ -105,9 +109,9 @@ def test_second_member_triggers_rebalance_and_both_get_assignments() -> None:
     leader = h.delivered["a2"].leader
     assert leader == a and len(h.delivered["a2"].members) == 2
     assert h.delivered["b1"].members == []
-    assert h.core.sync("g", 2, b, None, None, None, {}, "sb", h.now) is None
+    assert h.core.sync(SyncRequest("g", 2, b, None, None, None, {}), "sb", h.now) is None
     assert "sb" not in h.delivered  # followers wait for the leader
-    h.core.sync("g", 2, a, None, None, None, {a: b"p0", b: b"p1"}, "sa", h.now)
+    h.core.sync(SyncRequest("g", 2, a, None, None, None, {a: b"p0", b: b"p1"}), "sa", h.now)
     assert h.delivered["sb"].assignment == b"p1" and h.delivered["sa"].assignment == b"p0"
     assert h.core.heartbeat("g", 2, b, None, h.now) == NONE
     assert h.core.heartbeat("g", 1, b, None, h.now) == ILLEGAL_GENERATION
@@ -131,8 +135,8 @@ def test_session_timeout_removes_member_and_rebalances() -> None:
     b = h.join_new("b")
     h.join(a, handle="a2")
     generation = h.delivered["a2"].generation
-    h.core.sync("g", generation, a, None, None, None, {a: b"x", b: b"y"}, "sa", h.now)
-    h.core.sync("g", generation, b, None, None, None, {}, "sb", h.now)
+    h.core.sync(SyncRequest("g", generation, a, None, None, None, {a: b"x", b: b"y"}), "sa", h.now)
+    h.core.sync(SyncRequest("g", generation, b, None, None, None, {}), "sb", h.now)
     for _ in range(12):  # a keeps heartbeating, b has died
         h.tick(1000)
         h.core.heartbeat("g", h.core.groups["g"].generation, a, None, h.now)
@@ -171,13 +175,13 @@ def test_static_member_restart_gets_assignment_without_rebalance() -> None:
     h = Harness()
     assert h.join(handle="a", instance="i-a") is None
     a = h.delivered["a"].member_id
-    h.core.sync("g", 1, a, "i-a", None, None, {a: b"mine"}, "s", h.now)
+    h.core.sync(SyncRequest("g", 1, a, "i-a", None, None, {a: b"mine"}), "s", h.now)
     again = h.join(handle="a-restarted", instance="i-a")
     assert again is not None and again.error == NONE and again.generation == 1
     assert again.member_id != a
     group = h.core.groups["g"]
     assert group.state is GroupState.STABLE
-    sync = h.core.sync("g", 1, again.member_id, "i-a", None, None, {}, "s2", h.now)
+    sync = h.core.sync(SyncRequest("g", 1, again.member_id, "i-a", None, None, {}), "s2", h.now)
     assert sync is not None and sync.assignment == b"mine"
     # The old incarnation is fenced.
     assert h.core.heartbeat("g", 1, a, "i-a", h.now) == FENCED_INSTANCE_ID
@@ -189,7 +193,7 @@ def test_offset_commit_rules() -> None:
     assert h.core.validate_offset_commit("other", 3, "m", None, h.now, 9) == GROUP_ID_NOT_FOUND
     a = h.join_new("a")
     assert h.core.validate_offset_commit("g", 1, a, None, h.now, 8) == REBALANCE_IN_PROGRESS
-    h.core.sync("g", 1, a, None, None, None, {a: b""}, "s", h.now)
+    h.core.sync(SyncRequest("g", 1, a, None, None, None, {a: b""}), "s", h.now)
     assert h.core.validate_offset_commit("g", 1, a, None, h.now, 8) == NONE
     assert h.core.validate_offset_commit("g", 0, a, None, h.now, 8) == ILLEGAL_GENERATION
     assert h.core.validate_offset_commit("g", -1, "", None, h.now, 8) == UNKNOWN_MEMBER_ID
@@ -222,7 +226,7 @@ def test_rebalances_and_removals_are_logged_with_their_reason(caplog: Any) -> No
     caplog.set_level("INFO", logger="partita.coordinator.group_machine")
     h = Harness()
     a = h.join_new("a")
-    h.core.sync("g", 1, a, None, None, None, {a: b"x"}, "sa", h.now)
+    h.core.sync(SyncRequest("g", 1, a, None, None, None, {a: b"x"}), "sa", h.now)
     b = h.join_new("b")
     h.tick(11_000)  # a never rejoined nor heartbeated: its session ran out
     events = [(r.getMessage(), getattr(r, "reason", None)) for r in caplog.records]

@@ -11,13 +11,19 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
 from partita.client.admin import AsyncAdmin
 from partita.client.consumer import AsyncConsumer, ConsumerRecord
 from partita.client.producer import AsyncProducer, RecordMetadata
 
 T = TypeVar("T")
+
+
+class _AsyncClient(Protocol):
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 class _LoopThread:
@@ -35,13 +41,35 @@ class _LoopThread:
         self.loop.close()
 
 
-class Producer:
+class _Blocking:
+    """What each blocking client shares: an event loop of its own on a thread, running
+    the asyncio client; ``close`` (or leaving a ``with`` block) stops both."""
+
+    _client: _AsyncClient
+
+    def __init__(self, thread_name: str, client: _AsyncClient) -> None:
+        self._thread = _LoopThread(thread_name)
+        self._client = client
+        self._thread.run(client.start())
+
+    def close(self) -> None:
+        self._thread.run(self._client.stop())
+        self._thread.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+class Producer(_Blocking):
     """``Producer(bootstrap_servers, **AsyncProducer options)``; ``send`` returns a future."""
 
+    _client: AsyncProducer
+
     def __init__(self, bootstrap_servers: str = "127.0.0.1:9092", **config: Any) -> None:
-        self._thread = _LoopThread("partita-producer")
-        self._client = AsyncProducer(bootstrap_servers, **config)
-        self._thread.run(self._client.start())
+        super().__init__("partita-producer", AsyncProducer(bootstrap_servers, **config))
 
     def send(
         self, topic: str, value: bytes | None = None, key: bytes | None = None, **options: Any
@@ -65,24 +93,14 @@ class Producer:
     def flush(self, timeout: float | None = None) -> None:
         self._thread.run(self._client.flush(), timeout)
 
-    def close(self) -> None:
-        self._thread.run(self._client.stop())
-        self._thread.close()
 
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
-
-
-class Consumer:
+class Consumer(_Blocking):
     """``Consumer(bootstrap_servers, **AsyncConsumer options)`` with blocking calls."""
 
+    _client: AsyncConsumer
+
     def __init__(self, bootstrap_servers: str = "127.0.0.1:9092", **config: Any) -> None:
-        self._thread = _LoopThread("partita-consumer")
-        self._client = AsyncConsumer(bootstrap_servers, **config)
-        self._thread.run(self._client.start())
+        super().__init__("partita-consumer", AsyncConsumer(bootstrap_servers, **config))
 
     def assign(self, partitions: list[tuple[str, int]]) -> None:
         self._client.assign(partitions)
@@ -118,24 +136,14 @@ class Consumer:
     def committed(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         return self._thread.run(self._client.committed(partitions))
 
-    def close(self) -> None:
-        self._thread.run(self._client.stop())
-        self._thread.close()
 
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
-
-
-class Admin:
+class Admin(_Blocking):
     """Every ``AsyncAdmin`` method, blocking."""
 
+    _client: AsyncAdmin
+
     def __init__(self, bootstrap_servers: str = "127.0.0.1:9092") -> None:
-        self._thread = _LoopThread("partita-admin")
-        self._client = AsyncAdmin(bootstrap_servers)
-        self._thread.run(self._client.start())
+        super().__init__("partita-admin", AsyncAdmin(bootstrap_servers))
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._client, name)
@@ -146,7 +154,3 @@ class Admin:
             return self._thread.run(method(*args, **kwargs))
 
         return blocking
-
-    def close(self) -> None:
-        self._thread.run(self._client.stop())
-        self._thread.close()

@@ -56,6 +56,17 @@ class GroupState(Enum):
     DEAD = "Dead"
 
 
+@dataclass(frozen=True, slots=True)
+class SyncRequest:
+    group_id: str
+    generation: int
+    member_id: str
+    instance_id: str | None
+    protocol_type: str | None  # checked against the group's when given (v5+)
+    protocol_name: str | None
+    assignments: dict[str, bytes]  # the leader's, by member id; empty from the others
+
+
 @dataclass(slots=True)
 class JoinRequest:
     group_id: str
@@ -497,18 +508,10 @@ class GroupCoordinator:
 
     # -- SyncGroup and Heartbeat -------------------------------------------------
 
-    def sync(
-        self,
-        group_id: str,
-        generation: int,
-        member_id: str,
-        instance_id: str | None,
-        protocol_type: str | None,
-        protocol_name: str | None,
-        assignments: dict[str, bytes],
-        handle: Any,
-        now: int,
-    ) -> SyncResult | None:
+    def sync(self, request: SyncRequest, handle: Any, now: int) -> SyncResult | None:
+        group_id, member_id, generation = request.group_id, request.member_id, request.generation
+        instance_id, assignments = request.instance_id, request.assignments
+        protocol_type, protocol_name = request.protocol_type, request.protocol_name
         if not group_id:
             return SyncResult(INVALID_GROUP_ID)
         group = self.groups.get(group_id)

@@ -23,6 +23,7 @@ from partita.coordinator.group_machine import (
     GroupCoordinator,
     JoinRequest,
     JoinResult,
+    SyncRequest,
     SyncResult,
 )
 from partita.coordinator.offset_records import (
@@ -185,30 +186,11 @@ class GroupService:
             return immediate
         return await future
 
-    async def sync(
-        self,
-        group_id: str,
-        generation: int,
-        member_id: str,
-        instance_id: str | None,
-        protocol_type: str | None,
-        protocol_name: str | None,
-        assignments: dict[str, bytes],
-    ) -> SyncResult:
-        if not self.coordinates(group_id):
+    async def sync(self, request: SyncRequest) -> SyncResult:
+        if not self.coordinates(request.group_id):
             return SyncResult(NotCoordinatorError.code)
         future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
-        immediate = self.core.sync(
-            group_id,
-            generation,
-            member_id,
-            instance_id,
-            protocol_type,
-            protocol_name,
-            assignments,
-            future,
-            now_ms(),
-        )
+        immediate = self.core.sync(request, future, now_ms())
         if immediate is not None:
             return immediate
         return await future

@@ -29,6 +29,7 @@ from partita.coordinator.group_machine import (
     CommittedOffset,
     GroupState,
     JoinRequest,
+    SyncRequest,
 )
 from partita.errors import (
     GroupIdNotFoundError,
@@ -156,13 +157,15 @@ async def handle_sync_group(
     version = context.api_version
     assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
     result = await broker.groups.sync(
-        request.group_id or "",
-        request.generation_id,
-        request.member_id,
-        request.group_instance_id if version >= 3 else None,
-        request.protocol_type if version >= 5 else None,
-        request.protocol_name if version >= 5 else None,
-        assignments,
+        SyncRequest(
+            request.group_id or "",
+            request.generation_id,
+            request.member_id,
+            request.group_instance_id if version >= 3 else None,
+            request.protocol_type if version >= 5 else None,
+            request.protocol_name if version >= 5 else None,
+            assignments,
+        )
     )
     return SyncGroupResponse(
         throttle_time_ms=0,
