@@ -273,3 +273,18 @@ class InconsistentClusterIdError(KafkaError):
     """INCONSISTENT_CLUSTER_ID: a data directory of one cluster offered to another."""
 
     code = 104
+
+
+# -- security ---------------------------------------------------------------------------
+
+
+class UnsupportedSaslMechanismError(KafkaError):
+    code = 33
+
+
+class IllegalSaslStateError(KafkaError):
+    code = 34
+
+
+class SaslAuthenticationFailedError(KafkaError):
+    code = 58

@@ -1,0 +1,1 @@
+"""Authentication mechanisms (SASL PLAIN and SCRAM) and credentials, sans-IO."""
