@@ -288,3 +288,15 @@ class IllegalSaslStateError(KafkaError):
 
 class SaslAuthenticationFailedError(KafkaError):
     code = 58
+
+
+class ResourceNotFoundError(KafkaError):
+    code = 91
+
+
+class DuplicateResourceError(KafkaError):
+    code = 92
+
+
+class UnacceptableCredentialError(KafkaError):
+    code = 93

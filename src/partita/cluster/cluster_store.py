@@ -45,6 +45,7 @@ from partita.cluster.layout import (
     encode_broker_configs,
     encode_partition,
     encode_producer_ids,
+    encode_scram_credential,
     encode_topic,
 )
 from partita.cluster.model import BrokerInfo, PartitionState, TopicState
@@ -55,6 +56,7 @@ from partita.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from partita.security.scram import ScramCredential
 
 log = logging.getLogger(__name__)
 
@@ -397,6 +399,29 @@ class ClusterMetadataStore:
                 raise BrokerNotAvailableError("could not reserve producer ids")
         self._producer_ids = (next_id + 1, end)
         return next_id
+
+    # -- SCRAM credentials -----------------------------------------------------------
+
+    def scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
+        return self.image.scram_credentials.get((mechanism, user))
+
+    def scram_users(self) -> dict[str, list[ScramCredential]]:
+        users: dict[str, list[ScramCredential]] = {}
+        for (_mechanism, user), credential in sorted(self.image.scram_credentials.items()):
+            users.setdefault(user, []).append(credential)
+        return users
+
+    async def alter_scram_credentials(
+        self, upsert: list[tuple[str, ScramCredential]], delete: list[tuple[str, str]]
+    ) -> None:
+        ops: list[Op] = [
+            Put(self.layout.scram_credential(c.mechanism, user), encode_scram_credential(c))
+            for user, c in upsert
+        ]
+        ops += [Delete(self.layout.scram_credential(m, user)) for m, user in delete]
+        if ops:
+            _ok, revision = await self.kv.txn([], ops)
+            await self.caught_up(revision)
 
     # -- partition state ------------------------------------------------------------
 

@@ -27,9 +27,11 @@ from partita.cluster.layout import (
     decode_controller,
     decode_partition,
     decode_producer_ids,
+    decode_scram_credential,
     decode_topic,
 )
 from partita.cluster.model import PartitionState, TopicState
+from partita.security.scram import ScramCredential
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,7 @@ class ClusterImage:
         self.producer_ids_next = 0
         self.producer_ids_revision = 0
         self.broker_configs: dict[str, str] = {}
+        self.scram_credentials: dict[tuple[str, str], ScramCredential] = {}
         self._records: dict[str, TopicRecord] = {}
         self._partitions: dict[uuid.UUID, dict[int, PartitionState]] = {}
         self._names: dict[uuid.UUID, str] = {}
@@ -132,6 +135,12 @@ class ClusterImage:
             self._apply_topic(key.removeprefix(layout.topics), event, changes)
         elif key.startswith(layout.partitions):
             self._apply_partition(event, changes)
+        elif key.startswith(layout.scram):
+            mechanism, user = layout.parse_scram_key(key)
+            if put:
+                self.scram_credentials[(mechanism, user)] = decode_scram_credential(mechanism, raw)
+            else:
+                self.scram_credentials.pop((mechanism, user), None)
 
     def _apply_topic(self, name: str, event: Event, changes: Changes) -> None:
         old = self._records.pop(name, None)

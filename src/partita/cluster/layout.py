@@ -6,6 +6,7 @@
     <prefix>/topics/<name>                    topic id, partition count, configs
     <prefix>/partitions/<topic id>/<n>        replicas, leader, epochs, ISR
     <prefix>/producer-ids                     the next unallocated producer id
+    <prefix>/scram/<mechanism>/<user>         a SCRAM credential: salt, iterations, keys
 
 Partition keys sit under the topic *id*, not its name: a topic deleted and created again
 never sees the old one's partitions, and a create that fails half-way leaves keys under
@@ -18,12 +19,17 @@ it, so a bad write to etcd can never crash a broker.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote, unquote
 
 from partita.cluster.model import PartitionState, valid_topic_name
+from partita.security.scram import HASHES as SCRAM_MECHANISMS
+from partita.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential
 
 MAX_NODE_ID = 2**31 - 1
 MAX_REPLICAS = 1_000
@@ -69,6 +75,7 @@ class Layout:
         self.brokers = self.root + "brokers/"
         self.topics = self.root + "topics/"
         self.partitions = self.root + "partitions/"
+        self.scram = self.root + "scram/"
 
     def broker(self, node_id: int) -> str:
         return f"{self.brokers}{node_id}"
@@ -81,6 +88,16 @@ class Layout:
 
     def partition(self, topic_id: uuid.UUID, index: int) -> str:
         return f"{self.partitions}{topic_id}/{index}"
+
+    def scram_credential(self, mechanism: str, user: str) -> str:
+        # User names may hold any character: quoted, so a "/" cannot make another key.
+        return f"{self.scram}{mechanism}/{quote(user, safe='')}"
+
+    def parse_scram_key(self, key: str) -> tuple[str, str]:
+        mechanism, sep, user = key.removeprefix(self.scram).partition("/")
+        if not sep or mechanism not in SCRAM_MECHANISMS or not user:
+            raise BadValueError(f"SCRAM key {key!r} names no mechanism and user")
+        return mechanism, unquote(user)
 
     def parse_partition_key(self, key: str) -> tuple[uuid.UUID, int]:
         rest = key.removeprefix(self.partitions)
@@ -303,3 +320,36 @@ def decode_broker_configs(raw: bytes) -> dict[str, str]:
             raise BadValueError(f"{key} must be a number of bytes/s, got {value!r}")
         out[key] = value
     return out
+
+
+def encode_scram_credential(credential: ScramCredential) -> bytes:
+    return _dump(
+        {
+            "salt": base64.b64encode(credential.salt).decode("ascii"),
+            "iterations": credential.iterations,
+            "stored_key": base64.b64encode(credential.stored_key).decode("ascii"),
+            "server_key": base64.b64encode(credential.server_key).decode("ascii"),
+        }
+    )
+
+
+def decode_scram_credential(mechanism: str, raw: bytes) -> ScramCredential:
+    data = _object(raw)
+
+    def b64(name: str) -> bytes:
+        value = data.get(name)
+        try:
+            decoded = base64.b64decode(str(value), validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise BadValueError(f"{name} is not base64") from exc
+        if not isinstance(value, str) or not 0 < len(decoded) <= 128:
+            raise BadValueError(f"{name} must be 1 to 128 bytes of base64")
+        return decoded
+
+    return ScramCredential(
+        mechanism,
+        b64("salt"),
+        _int(data, "iterations", MIN_ITERATIONS, MAX_ITERATIONS),
+        b64("stored_key"),
+        b64("server_key"),
+    )

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from partita.cluster.image import Changes
 from partita.cluster.model import BrokerInfo, PartitionState, TopicState
+from partita.security.scram import ScramCredential
 
 Listener = Callable[[Changes], None]
 
@@ -72,6 +73,18 @@ class MetadataStore(Protocol):
 
     async def alter_isr(self, topic: str, index: int, leader_epoch: int, isr: list[int]) -> bool:
         """A leader's compare-and-swap of its partition's ISR; False if the state moved."""
+        ...
+
+    def scram_credential(self, mechanism: str, user: str) -> ScramCredential | None: ...
+
+    def scram_users(self) -> dict[str, list[ScramCredential]]:
+        """User -> their SCRAM credentials (DescribeUserScramCredentials)."""
+        ...
+
+    async def alter_scram_credentials(
+        self, upsert: list[tuple[str, ScramCredential]], delete: list[tuple[str, str]]
+    ) -> None:
+        """Write (user, credential)s and remove (mechanism, user)s, in one transaction."""
         ...
 
     async def report_offline_replicas(self, replicas: frozenset[tuple[uuid.UUID, int]]) -> bool:

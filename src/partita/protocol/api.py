@@ -15,6 +15,7 @@ import kafka.protocol.admin as _admin
 import kafka.protocol.consumer as _consumer
 import kafka.protocol.metadata as _metadata
 import kafka.protocol.producer as _producer
+import kafka.protocol.sasl as _sasl
 from kafka.protocol.api_message import ApiMessage
 
 
@@ -50,6 +51,10 @@ class ApiKey(IntEnum):
     OFFSET_DELETE = 47
     DESCRIBE_TOPIC_PARTITIONS = 75
     DESCRIBE_CLUSTER = 60
+    SASL_HANDSHAKE = 17
+    SASL_AUTHENTICATE = 36
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +75,7 @@ class ApiSpec:
 def _classes() -> dict[int, tuple[Any, Any]]:
     requests: dict[int, Any] = {}
     responses: dict[int, Any] = {}
-    for module in (_metadata, _producer, _consumer, _admin):
+    for module in (_metadata, _producer, _consumer, _admin, _sasl):
         for name in module.__all__:
             cls: Any = getattr(module, name)
             if (
@@ -118,6 +123,10 @@ _RANGES: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_GROUPS: (0, 6),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.SASL_HANDSHAKE: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
 }
 

@@ -221,6 +221,10 @@ class ListGroupsRequest(Protocol):
     types_filter: Sequence[str]
 
 
+class SaslHandshakeRequest(Protocol):
+    mechanism: str
+
+
 class ApiVersionsRequest(Protocol):
     client_software_name: str
     client_software_version: str
@@ -338,6 +342,10 @@ class DescribeLogDirsRequest(Protocol):
     topics: Sequence[DescribeLogDirsRequestDescribableLogDirTopic] | None
 
 
+class SaslAuthenticateRequest(Protocol):
+    auth_bytes: bytes
+
+
 class CreatePartitionsRequestCreatePartitionsAssignment(Protocol):
     broker_ids: Sequence[int]
 
@@ -424,6 +432,32 @@ class OffsetDeleteRequestOffsetDeleteRequestTopic(Protocol):
 class OffsetDeleteRequest(Protocol):
     group_id: str
     topics: Sequence[OffsetDeleteRequestOffsetDeleteRequestTopic]
+
+
+class DescribeUserScramCredentialsRequestUserName(Protocol):
+    name: str
+
+
+class DescribeUserScramCredentialsRequest(Protocol):
+    users: Sequence[DescribeUserScramCredentialsRequestUserName] | None
+
+
+class AlterUserScramCredentialsRequestScramCredentialDeletion(Protocol):
+    name: str
+    mechanism: int
+
+
+class AlterUserScramCredentialsRequestScramCredentialUpsertion(Protocol):
+    name: str
+    mechanism: int
+    iterations: int
+    salt: bytes
+    salted_password: bytes
+
+
+class AlterUserScramCredentialsRequest(Protocol):
+    deletions: Sequence[AlterUserScramCredentialsRequestScramCredentialDeletion]
+    upsertions: Sequence[AlterUserScramCredentialsRequestScramCredentialUpsertion]
 
 
 class DescribeClusterRequest(Protocol):

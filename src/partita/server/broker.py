@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 class Listener:
     host: str
     port: int
+    name: str = "PLAINTEXT"
+    protocol: str = "PLAINTEXT"  # PLAINTEXT or SASL_PLAINTEXT
 
 
 class Broker:

@@ -50,6 +50,14 @@ BROKER_DEFAULTS: dict[str, str] = {
     "broker.rack": "",
     # Where clients are told to connect (Metadata, FindCoordinator); empty: the listener.
     "advertised.listeners": "",
+    # NAME://HOST:PORT; empty: PLAINTEXT on --listen. One listener per broker for now.
+    "listeners": "",
+    "listener.security.protocol.map": (
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+    ),
+    "sasl.enabled.mechanisms": "GSSAPI",
+    "connection.failed.authentication.delay.ms": "100",
+    "connections.max.reauth.ms": "0",
     "num.partitions": "1",
     # Partition replicas this broker may hold (KIP-578's name; Kafka has no such limit),
     # checked before a create or CreatePartitions records anything (POLICY_VIOLATION;
@@ -175,8 +183,42 @@ class BrokerConfig:
             )
         return host, int(port)
 
+    def listener(self, host: str, port: int) -> tuple[str, str, str, int]:
+        """(name, security protocol, host, port) of the broker's listener: ``listeners``
+        (Kafka's NAME://HOST:PORT, the protocol from listener.security.protocol.map) when
+        set, else PLAINTEXT on the given address."""
+        value = self.values.get("listeners", "").strip()
+        if not value:
+            return "PLAINTEXT", "PLAINTEXT", host, port
+        entries = [e.strip() for e in value.split(",") if e.strip()]
+        if len(entries) != 1:
+            raise InvalidConfigurationError(
+                f"listeners={value!r}: partita serves one listener per broker for now"
+            )
+        name, sep, address = entries[0].partition("://")
+        given_host, colon, given_port = address.rpartition(":")
+        if not sep or not name or not colon or not given_port.isdigit():
+            raise InvalidConfigurationError(f"listeners={value!r}: expected NAME://HOST:PORT")
+        protocols = dict(
+            pair.strip().split(":", 1)
+            for pair in self.values["listener.security.protocol.map"].split(",")
+            if ":" in pair
+        )
+        protocol = protocols.get(name.upper())
+        if protocol is None:
+            raise InvalidConfigurationError(
+                f"listener {name} is not in listener.security.protocol.map"
+            )
+        if protocol not in ("PLAINTEXT", "SASL_PLAINTEXT"):
+            raise InvalidConfigurationError(
+                f"listener {name}: {protocol} (TLS) is not supported yet; "
+                "use PLAINTEXT or SASL_PLAINTEXT"
+            )
+        return name.upper(), protocol, given_host or host, int(given_port)
+
     def validate(self) -> None:
         self.advertised_address()
+        self.listener("127.0.0.1", 0)
         for broker_key, topic_key in BROKER_TO_TOPIC.items():
             parse_value(topic_key, self.values[broker_key])
         for key in (

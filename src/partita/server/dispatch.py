@@ -25,6 +25,7 @@ from partita.server.handlers import (
     metadata,
     offsets,
     produce,
+    sasl,
     topic_partitions,
 )
 from partita.server.request_context import RequestContext
@@ -73,4 +74,8 @@ HANDLERS: dict[ApiKey, Handler[Any]] = {
     ApiKey.DESCRIBE_GROUPS: groups.handle_describe_groups,
     ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
     ApiKey.OFFSET_DELETE: groups.handle_offset_delete,
+    ApiKey.SASL_HANDSHAKE: sasl.handle_sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: sasl.handle_sasl_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: sasl.handle_describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: sasl.handle_alter_user_scram_credentials,
 }

@@ -19,6 +19,7 @@ import time
 from collections import deque
 from typing import IO, Any, cast
 
+from partita.errors import KafkaError
 from partita.protocol.api import ApiKey
 from partita.protocol.codec import (
     RequestHeader,
@@ -30,6 +31,7 @@ from partita.protocol.codec import (
 from partita.protocol.file_region import FileRegion
 from partita.protocol.frames import FrameReceiver
 from partita.protocol.wire import MalformedRequestError
+from partita.server.authentication import ListenerSecurity, Session
 from partita.server.broker import Broker
 from partita.server.closing import CloseConnectionError
 from partita.server.dispatch import HANDLERS
@@ -49,8 +51,9 @@ _MAX_QUEUED_BYTES = 4 << 20
 
 
 class BrokerServer:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, security: ListenerSecurity) -> None:
         self.broker = broker
+        self.security = security
         self.max_frame_bytes = broker.config.get_int("socket.request.max.bytes")
         self.socket_options = [
             (option, size)
@@ -93,9 +96,25 @@ class BrokerServer:
         transport = connection.transport
         assert transport is not None
         peer = transport.get_extra_info("peername")
+        session = Session(self.security)
         try:
             while (frame := await connection.next_frame()) is not None:
-                chunks = await self._respond(frame, peer)
+                chunks: list[bytes | FileRegion] | None
+                if session.raw_tokens:
+                    chunks = self._raw_token(frame, session)
+                else:
+                    chunks = await self._respond(frame, peer, session)
+                if session.failed is not None:
+                    # Kafka delays a failed login's answer, then closes the connection:
+                    # a password guesser gets a few tries a second, not thousands.
+                    await asyncio.sleep(self.security.failed_delay_ms / 1000)
+                    if chunks:
+                        await _write_chunks(transport, chunks)
+                    log.warning(
+                        "authentication failed",
+                        extra={"peer": str(peer), "reason": session.failed},
+                    )
+                    break
                 if chunks:
                     await _write_chunks(transport, chunks)
                 await connection.drain()
@@ -123,7 +142,19 @@ class BrokerServer:
         finally:
             transport.close()
 
-    async def _respond(self, frame: memoryview, peer: Any) -> list[bytes | FileRegion] | None:
+    @staticmethod
+    def _raw_token(frame: memoryview, session: Session) -> list[bytes | FileRegion]:
+        """After a v0 SaslHandshake the client sends bare SASL tokens, each answered with
+        a bare size-prefixed token; a failure closes the connection without an answer."""
+        try:
+            answer = session.authenticate(bytes(frame))
+        except KafkaError:
+            return []
+        return [struct.pack(">i", len(answer)) + answer]
+
+    async def _respond(
+        self, frame: memoryview, peer: Any, session: Session
+    ) -> list[bytes | FileRegion] | None:
         try:
             header, spec, request = decode_request(frame)
         except UnsupportedRequestError as exc:
@@ -142,10 +173,17 @@ class BrokerServer:
         except MalformedRequestError as exc:
             head = frame[:96].hex()
             raise CloseConnectionError(f"malformed request: {exc} (first bytes: {head})") from exc
+        if not session.admits(spec.key):
+            reason = "its session expired" if session.authenticated else "it authenticated"
+            raise CloseConnectionError(
+                f"{spec.key.name} from {session.principal} before {reason} "
+                f"(listener {self.security.name})"
+            )
         handler = HANDLERS[spec.key]
         self.requests_served += 1
         started = time.perf_counter()
-        result = handler(self.broker, RequestContext(header, client_host=_host(peer)), request)
+        context = RequestContext(header, session.principal, _host(peer), session)
+        result = handler(self.broker, context, request)
         if inspect.isawaitable(result):
             result = await result
         self.broker.metrics.request_answered(header.api_key, time.perf_counter() - started)

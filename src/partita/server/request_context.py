@@ -5,8 +5,12 @@ authorizer checks, with the principal the connection authenticated as."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from partita.protocol.codec import RequestHeader
+
+if TYPE_CHECKING:
+    from partita.server.authentication import Session
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +33,7 @@ class RequestContext:
     header: RequestHeader
     principal: KafkaPrincipal = ANONYMOUS
     client_host: str = ""
+    session: Session | None = None  # the connection's authentication (SASL requests)
 
     @property
     def api_version(self) -> int:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from partita.errors import KafkaError
+from partita.server.authentication import ListenerSecurity
 from partita.server.broker import Broker, Listener
 from partita.server.config import BrokerConfig
 from partita.server.metrics import serve_metrics
@@ -69,7 +70,15 @@ async def serve(
     metrics_listen: tuple[str, int] | None = None,
     metadata: str | None = None,
 ) -> int:
-    broker = Broker(config, data_dir, Listener(host, port), metadata)
+    name, protocol, host, port = config.listener(host, port)
+    if metadata is not None and protocol != "PLAINTEXT":
+        # Followers and the controller's requests would have to log in too (#28).
+        raise KafkaError(
+            f"listener {name}: a cluster member's listener is PLAINTEXT until brokers "
+            "authenticate to each other"
+        )
+    broker = Broker(config, data_dir, Listener(host, port, name, protocol), metadata)
+    security = ListenerSecurity.from_config(config, name, protocol, broker.store)
     broker.lock_data_dir()  # first: a second broker on the directory must open nothing
     metrics_server = None
     if metrics_listen is not None:
@@ -91,7 +100,7 @@ async def serve(
     # walk it all again on every one of them, on the event loop.
     gc.collect()
     gc.freeze()
-    server = BrokerServer(broker)
+    server = BrokerServer(broker, security)
     broker.listener.port = await server.start(host, port)
     await broker.cluster.join()  # electable from here on
     stop = asyncio.Event()
@@ -101,6 +110,8 @@ async def serve(
     log.info(
         "listening",
         extra={
+            "listener": name,
+            "security_protocol": protocol,
             "host": host,
             "port": broker.listener.port,
             "startup_seconds": round(time.monotonic() - started, 3),

@@ -1,0 +1,193 @@
+"""How a listener authenticates its connections, and each connection's authentication
+(Kafka's ``SaslServerAuthenticator``).
+
+A PLAINTEXT connection is ``User:ANONYMOUS`` from its first byte. On a SASL listener a
+connection may send only ApiVersions, SaslHandshake and SaslAuthenticate until it has
+authenticated; anything else closes it. SaslHandshake picks one of the listener's enabled
+mechanisms; with v1 the tokens then come in SaslAuthenticate requests, with v0 as bare
+size-prefixed tokens (``raw_tokens``). A failed login answers SASL_AUTHENTICATION_FAILED
+after ``connection.failed.authentication.delay.ms`` and closes the connection. With
+``connections.max.reauth.ms`` a session expires: the client re-authenticates (KIP-368) as
+the same principal, or the broker closes the connection at its next request.
+
+Credentials: PLAIN users from the listener's JAAS config (``user_NAME="password"``, as
+Kafka's PlainLoginModule), else the user's SCRAM credential in the cluster's metadata;
+SCRAM users from the metadata (``kafka-configs --entity-type users``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from partita.cluster.store import MetadataStore
+from partita.errors import (
+    IllegalSaslStateError,
+    InvalidConfigurationError,
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
+)
+from partita.protocol.api import ApiKey
+from partita.security.plain import PlainServer
+from partita.security.scram import HASHES, ScramServer
+from partita.server.config import BrokerConfig
+from partita.server.request_context import ANONYMOUS, KafkaPrincipal
+
+SASL_MECHANISMS = ("PLAIN", *HASHES)
+_BEFORE_AUTHENTICATION = {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
+_JAAS_USER = re.compile(r'\buser_([^\s=]+)\s*=\s*"([^"]*)"')
+
+
+class SaslServer(Protocol):
+    username: str | None
+
+    def respond(self, message: bytes) -> bytes: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSecurity:
+    """What one listener asks of its connections."""
+
+    name: str
+    protocol: str  # PLAINTEXT or SASL_PLAINTEXT
+    mechanisms: tuple[str, ...] = ()
+    plain_users: dict[str, str] = field(default_factory=dict)
+    failed_delay_ms: int = 100
+    max_reauth_ms: int = 0
+    store: MetadataStore | None = None
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+    @classmethod
+    def from_config(
+        cls, config: BrokerConfig, name: str, protocol: str, store: MetadataStore
+    ) -> ListenerSecurity:
+        prefix = f"listener.name.{name.lower()}."
+        values = config.values
+
+        def setting(key: str, default: str) -> str:
+            return values.get(prefix + key, values.get(key, default))
+
+        mechanisms: tuple[str, ...] = ()
+        users: dict[str, str] = {}
+        if protocol.startswith("SASL_"):
+            mechanisms = tuple(
+                m.strip().upper()
+                for m in setting("sasl.enabled.mechanisms", "GSSAPI").split(",")
+                if m.strip()
+            )
+            unsupported = [m for m in mechanisms if m not in SASL_MECHANISMS]
+            if unsupported or not mechanisms:
+                raise InvalidConfigurationError(
+                    f"{prefix}sasl.enabled.mechanisms: {', '.join(unsupported) or 'none'} "
+                    f"not supported; partita offers {', '.join(SASL_MECHANISMS)}"
+                )
+            jaas = values.get(prefix + "plain.sasl.jaas.config", "")
+            users = dict(_JAAS_USER.findall(jaas))
+        return cls(
+            name,
+            protocol,
+            mechanisms,
+            users,
+            int(setting("connection.failed.authentication.delay.ms", "100")),
+            int(setting("connections.max.reauth.ms", "0")),
+            store,
+        )
+
+    def check_plain(self, user: str, password: str) -> bool:
+        """A PLAIN login: the JAAS config's users, else the user's SCRAM credential."""
+        known = self.plain_users.get(user)
+        if known is not None:
+            return hmac.compare_digest(known.encode(), password.encode())
+        if self.store is None:
+            return False
+        for mechanism, hash_name in HASHES.items():
+            credential = self.store.scram_credential(mechanism, user)
+            if credential is not None:
+                salted = hashlib.pbkdf2_hmac(
+                    hash_name, password.encode(), credential.salt, credential.iterations
+                )
+                client_key = hmac.new(salted, b"Client Key", hash_name).digest()
+                stored = hashlib.new(hash_name, client_key).digest()
+                return hmac.compare_digest(stored, credential.stored_key)
+        return False
+
+    def mechanism(self, name: str) -> SaslServer:
+        if name == "PLAIN":
+            return PlainServer(self.check_plain)
+        store = self.store
+        return ScramServer(
+            name, lambda mechanism, user: store.scram_credential(mechanism, user) if store else None
+        )
+
+
+class Session:
+    """One connection's authentication state."""
+
+    def __init__(
+        self, security: ListenerSecurity, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.security = security
+        self.clock = clock
+        self.principal: KafkaPrincipal = ANONYMOUS
+        self.authenticated = not security.sasl
+        self.raw_tokens = False  # after a v0 handshake: bare tokens, not requests
+        self.failed: str | None = None  # set on a failed login: close after the delay
+        self.expires_at: float | None = None
+        self._exchange: SaslServer | None = None
+
+    def admits(self, api_key: int) -> bool:
+        """Whether a request of this API may be served now."""
+        if api_key in _BEFORE_AUTHENTICATION:
+            return True
+        if not self.authenticated:
+            return False
+        return self.expires_at is None or self.clock() < self.expires_at
+
+    def handshake(self, mechanism: str) -> None:
+        """SaslHandshake: start an exchange with ``mechanism``; raises with Kafka's codes."""
+        if not self.security.sasl:
+            raise IllegalSaslStateError(f"listener {self.security.name} does not use SASL")
+        if self._exchange is not None:
+            raise IllegalSaslStateError("a SASL exchange is already in progress")
+        if mechanism not in self.security.mechanisms:
+            raise UnsupportedSaslMechanismError(
+                f"mechanism {mechanism!r} is not enabled on listener {self.security.name}"
+            )
+        self._exchange = self.security.mechanism(mechanism)
+
+    def authenticate(self, token: bytes) -> bytes:
+        """One SASL token; the answer to send back. A failure ends the connection."""
+        exchange = self._exchange
+        if exchange is None:
+            raise IllegalSaslStateError("SaslAuthenticate before SaslHandshake")
+        try:
+            answer = exchange.respond(token)
+        except SaslAuthenticationFailedError as exc:
+            self.failed = exc.message
+            self._exchange = None
+            raise
+        if exchange.username is not None:
+            principal = KafkaPrincipal("User", exchange.username)
+            if self.authenticated and principal != self.principal:
+                self.failed = f"re-authenticated as {principal}, not {self.principal}"
+                raise SaslAuthenticationFailedError(
+                    "Cannot change principals during re-authentication"
+                )
+            self.principal, self.authenticated, self._exchange = principal, True, None
+            self.raw_tokens = False
+            lifetime = self.security.max_reauth_ms
+            self.expires_at = self.clock() + lifetime / 1000 if lifetime > 0 else None
+        return answer
+
+    def session_lifetime_ms(self) -> int:
+        if self.expires_at is None:
+            return 0
+        return max(1, int((self.expires_at - self.clock()) * 1000))
