@@ -55,6 +55,7 @@ class ApiKey(IntEnum):
     SASL_AUTHENTICATE = 36
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
+    DESCRIBE_CLIENT_QUOTAS = 48
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +128,7 @@ _RANGES: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
 }
 

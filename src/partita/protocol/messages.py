@@ -434,6 +434,17 @@ class OffsetDeleteRequest(Protocol):
     topics: Sequence[OffsetDeleteRequestOffsetDeleteRequestTopic]
 
 
+class DescribeClientQuotasRequestComponentData(Protocol):
+    entity_type: str
+    match_type: int
+    match: str | None
+
+
+class DescribeClientQuotasRequest(Protocol):
+    components: Sequence[DescribeClientQuotasRequestComponentData]
+    strict: bool
+
+
 class DescribeUserScramCredentialsRequestUserName(Protocol):
     name: str
 

@@ -78,4 +78,5 @@ HANDLERS: dict[ApiKey, Handler[Any]] = {
     ApiKey.SASL_AUTHENTICATE: sasl.handle_sasl_authenticate,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: sasl.handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: sasl.handle_alter_user_scram_credentials,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: sasl.handle_describe_client_quotas,
 }
