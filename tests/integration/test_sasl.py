@@ -5,7 +5,7 @@
   not authenticate is cut off at its first request; the broker goes on serving.
 - SCRAM-SHA-256/512 users made with AlterUserScramCredentials (the admin client sends a
   salted password, never the password), listed by DescribeUserScramCredentials, log in
-  with librdkafka and kafka-python; a wrong password fails; PLAIN accepts the SCRAM user.
+  with librdkafka and kafka-python; a wrong password fails; PLAIN does not know them.
 - A failed login is answered only after connection.failed.authentication.delay.ms, and
   then the connection closes.
 - A cluster member cannot yet serve a SASL listener: one clear line, exit 1.
@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import socket
+import struct
 import subprocess
 import time
 from collections.abc import Iterator
@@ -28,7 +29,7 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -37,7 +38,7 @@ from kafka.protocol.sasl import (
 )
 
 from tests.integration.conftest import BrokerProcess
-from tests.integration.test_bad_input import encode, expect_closed, roundtrip
+from tests.integration.test_bad_input import encode, expect_closed, recv_frame, roundtrip
 
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -170,8 +171,9 @@ def test_scram_users_are_made_by_the_admin_api_and_log_in(sasl_broker: BrokerPro
     assert any("Invalid client credentials" in e for e in wrong), wrong
     unknown = auth_errors(client_config(sasl_broker, "mallory", "x", "SCRAM-SHA-256"))
     assert any("Invalid user credentials" in e for e in unknown), unknown
-    # PLAIN checks a SCRAM user's password against the stored credential.
-    assert consume(client_config(sasl_broker, "bob", "bob-secret"), "events", 1) == [b"from-bob"]
+    # PLAIN checks only the JAAS users, as Kafka's: a SCRAM user cannot log in with it.
+    plain_bob = auth_errors(client_config(sasl_broker, "bob", "bob-secret"))
+    assert any("Invalid username or password" in e for e in plain_bob), plain_bob
     assert "bob-secret" not in (sasl_broker.data_dir / "partita-metadata-kv.json").read_text()
 
 
@@ -212,3 +214,37 @@ def test_a_cluster_member_refuses_a_sasl_listener(tmp_path: Any) -> None:
     assert result.returncode == 1
     assert result.stderr.strip().count("\n") == 0
     assert "PLAINTEXT until brokers authenticate to each other" in result.stderr
+
+
+def test_login_framing_and_what_may_come_before_it(sasl_broker: BrokerProcess) -> None:
+    # v0 handshake: the tokens follow bare, each answered bare (Kafka's old framing).
+    with socket.create_connection(("127.0.0.1", sasl_broker.port), timeout=10) as sock:
+        shake = roundtrip(
+            sock, SaslHandshakeRequest[0](mechanism="PLAIN"), SaslHandshakeResponse, 1
+        )
+        assert shake.error_code == 0
+        token = b"\0alice\0alice-secret"
+        sock.sendall(struct.pack(">i", len(token)) + token)
+        assert recv_frame(sock) == b""  # PLAIN's empty answer: logged in
+        metadata = roundtrip(sock, MetadataRequest[1](topics=None), MetadataResponse, 2)
+        assert metadata.brokers
+        # Sessions do not expire here (connections.max.reauth.ms=0): no re-authentication.
+        again = roundtrip(
+            sock, SaslHandshakeRequest[1](mechanism="PLAIN"), SaslHandshakeResponse, 3
+        )
+        assert again.error_code == 34  # ILLEGAL_SASL_STATE
+    # A big frame before login is refused before it is decoded.
+    with socket.create_connection(("127.0.0.1", sasl_broker.port), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", 600_000) + b"\0" * 600_000)
+        expect_closed(sock)
+    assert "before authentication" in sasl_broker.logs()
+
+
+def test_a_plaintext_listener_answers_sasl_with_illegal_state(broker: BrokerProcess) -> None:
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+        shake = roundtrip(
+            sock, SaslHandshakeRequest[1](mechanism="PLAIN"), SaslHandshakeResponse, 1
+        )
+        assert shake.error_code == 34
+        metadata = roundtrip(sock, MetadataRequest[1](topics=None), MetadataResponse, 2)
+        assert metadata.brokers  # still served: PLAINTEXT needs no login

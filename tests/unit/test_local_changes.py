@@ -146,3 +146,18 @@ def test_a_relist_sees_a_topic_deleted_and_created_again_under_its_name() -> Non
     assert changes.deleted_topics == {"orders"}
     local = local_changes(changes, image.topics, ME, held={("orders", 0)})
     assert local.deleted_topics == {"orders"} and set(local.leads) == {("orders", 0)}
+
+
+def test_a_malformed_key_is_skipped_not_fatal() -> None:
+    """A key whose very name cannot be read (here a SCRAM key naming no mechanism) is
+    skipped; the image goes on with the events after it."""
+    image = ClusterImage(LAYOUT)
+    topic_id = uuid.uuid4()
+    changes = image.apply(
+        [
+            _put(LAYOUT.scram + "NOT-A-MECHANISM/alice", b"{}"),
+            _partition(topic_id, 0, PartitionState([1], 1, 0, [1])),
+            _topic("orders", topic_id, 1, {}),
+        ]
+    )
+    assert changes.partitions == {("orders", 0)} and not image.scram_credentials

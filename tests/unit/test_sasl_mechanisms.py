@@ -17,7 +17,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kafka.net.sasl.scram import ScramClient
 
-from partita.errors import SaslAuthenticationFailedError
+from partita.errors import (
+    SaslAuthenticationFailedError,
+    UnacceptableCredentialError,
+    UnsupportedSaslMechanismError,
+)
 from partita.security.plain import PlainServer
 from partita.security.scram import (
     CredentialLookup,
@@ -25,6 +29,7 @@ from partita.security.scram import (
     ScramServer,
     make_credential,
 )
+from partita.server.handlers.sasl import upserted_credential
 
 MECHANISMS = ["SCRAM-SHA-256", "SCRAM-SHA-512"]
 
@@ -144,3 +149,18 @@ def test_plain() -> None:
             PlainServer(check).respond(bad)
     with pytest.raises(SaslAuthenticationFailedError, match="over"):
         server.respond(b"\0alice\0pw")
+
+
+def test_an_upsertion_is_checked_as_kafka_checks_it() -> None:
+    good = upserted_credential("u", 1, 4096, b"salt", b"s" * 32)
+    assert good.mechanism == "SCRAM-SHA-256" and good.iterations == 4096
+    with pytest.raises(UnacceptableCredentialError, match="iterations"):
+        upserted_credential("u", 1, 100, b"salt", b"s" * 32)
+    with pytest.raises(UnacceptableCredentialError, match="128 bytes"):
+        upserted_credential(
+            "u", 2, 4096, b"s" * 129, b"s" * 64
+        )  # the layout would not read it back
+    with pytest.raises(UnacceptableCredentialError, match="empty"):
+        upserted_credential("", 2, 4096, b"salt", b"s" * 64)
+    with pytest.raises(UnsupportedSaslMechanismError):
+        upserted_credential("u", 9, 4096, b"salt", b"s" * 64)

@@ -419,8 +419,9 @@ class ClusterMetadataStore:
             for user, c in upsert
         ]
         ops += [Delete(self.layout.scram_credential(m, user)) for m, user in delete]
-        if ops:
-            _ok, revision = await self.kv.txn([], ops)
+        step = self.kv.max_txn_ops
+        for start in range(0, len(ops), step):
+            _ok, revision = await self.kv.txn([], ops[start : start + step])
             await self.caught_up(revision)
 
     # -- partition state ------------------------------------------------------------

@@ -11,6 +11,7 @@ Sans-IO: ``load`` and ``apply`` take entries and events; nothing here talks to a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import Iterable
@@ -102,9 +103,11 @@ class ClusterImage:
                     "ignoring a malformed cluster metadata value",
                     extra={"key": event.entry.key, "error": str(exc)},
                 )
-                # A key we cannot read is treated as absent.
+                # A key we cannot read is treated as absent; one whose very name is
+                # malformed cannot even be removed, and is only skipped.
                 if event.kind == "put":
-                    self._apply_one(Event("delete", event.entry), changes)
+                    with contextlib.suppress(BadValueError):
+                        self._apply_one(Event("delete", event.entry), changes)
         return changes
 
     def _apply_one(self, event: Event, changes: Changes) -> None:

@@ -11,13 +11,12 @@ after ``connection.failed.authentication.delay.ms`` and closes the connection. W
 the same principal, or the broker closes the connection at its next request.
 
 Credentials: PLAIN users from the listener's JAAS config (``user_NAME="password"``, as
-Kafka's PlainLoginModule), else the user's SCRAM credential in the cluster's metadata;
-SCRAM users from the metadata (``kafka-configs --entity-type users``).
+Kafka's PlainLoginModule); SCRAM users from the cluster's metadata (``kafka-configs
+--entity-type users``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import re
 import time
@@ -60,6 +59,7 @@ class ListenerSecurity:
     failed_delay_ms: int = 100
     max_reauth_ms: int = 0
     store: MetadataStore | None = None
+    max_receive_before_login: int = 524288  # Kafka's sasl.server.max.receive.size
 
     @property
     def sasl(self) -> bool:
@@ -99,25 +99,15 @@ class ListenerSecurity:
             int(setting("connection.failed.authentication.delay.ms", "100")),
             int(setting("connections.max.reauth.ms", "0")),
             store,
+            int(setting("sasl.server.max.receive.size", "524288")),
         )
 
     def check_plain(self, user: str, password: str) -> bool:
-        """A PLAIN login: the JAAS config's users, else the user's SCRAM credential."""
+        """A PLAIN login checks the listener's JAAS users, as Kafka's PlainServer does.
+        (Never the SCRAM credentials: that would run thousands of PBKDF2 iterations on
+        the event loop for anyone who has not logged in.)"""
         known = self.plain_users.get(user)
-        if known is not None:
-            return hmac.compare_digest(known.encode(), password.encode())
-        if self.store is None:
-            return False
-        for mechanism, hash_name in HASHES.items():
-            credential = self.store.scram_credential(mechanism, user)
-            if credential is not None:
-                salted = hashlib.pbkdf2_hmac(
-                    hash_name, password.encode(), credential.salt, credential.iterations
-                )
-                client_key = hmac.new(salted, b"Client Key", hash_name).digest()
-                stored = hashlib.new(hash_name, client_key).digest()
-                return hmac.compare_digest(stored, credential.stored_key)
-        return False
+        return known is not None and hmac.compare_digest(known.encode(), password.encode())
 
     def mechanism(self, name: str) -> SaslServer:
         if name == "PLAIN":
@@ -142,6 +132,7 @@ class Session:
         self.failed: str | None = None  # set on a failed login: close after the delay
         self.expires_at: float | None = None
         self._exchange: SaslServer | None = None
+        self._mechanism = ""
 
     def admits(self, api_key: int) -> bool:
         """Whether a request of this API may be served now."""
@@ -157,11 +148,21 @@ class Session:
             raise IllegalSaslStateError(f"listener {self.security.name} does not use SASL")
         if self._exchange is not None:
             raise IllegalSaslStateError("a SASL exchange is already in progress")
+        if self.authenticated:
+            # KIP-368: re-authentication only where sessions expire, with the same mechanism.
+            if self.security.max_reauth_ms <= 0:
+                raise IllegalSaslStateError("re-authentication is not enabled on this listener")
+            if mechanism != self._mechanism:
+                raise UnsupportedSaslMechanismError(
+                    f"re-authentication must use {self._mechanism}, not {mechanism}"
+                )
         if mechanism not in self.security.mechanisms:
+            self.failed = f"mechanism {mechanism!r} is not enabled"  # Kafka closes too
             raise UnsupportedSaslMechanismError(
                 f"mechanism {mechanism!r} is not enabled on listener {self.security.name}"
             )
         self._exchange = self.security.mechanism(mechanism)
+        self._mechanism = mechanism
 
     def authenticate(self, token: bytes) -> bytes:
         """One SASL token; the answer to send back. A failure ends the connection."""

@@ -24,6 +24,7 @@ from partita.protocol.api import ApiKey
 from partita.protocol.codec import (
     RequestHeader,
     UnsupportedRequestError,
+    decode_header,
     decode_request,
     encode_raw_response,
     encode_response,
@@ -142,6 +143,24 @@ class BrokerServer:
         finally:
             transport.close()
 
+    def _check_before_login(self, frame: memoryview, session: Session) -> None:
+        """Before a client has logged in, its frames are small (Kafka's
+        sasl.server.max.receive.size) and only the APIs of a login are even decoded."""
+        if len(frame) > self.security.max_receive_before_login:
+            raise CloseConnectionError(
+                f"a {len(frame)}-byte frame before authentication "
+                f"(sasl.server.max.receive.size={self.security.max_receive_before_login})"
+            )
+        try:
+            header, _ = decode_header(frame)
+        except MalformedRequestError as exc:
+            raise CloseConnectionError(f"malformed request before authentication: {exc}") from exc
+        if not session.admits(header.api_key):
+            raise CloseConnectionError(
+                f"api key {header.api_key} from {session.principal} before it authenticated "
+                f"(listener {self.security.name})"
+            )
+
     @staticmethod
     def _raw_token(frame: memoryview, session: Session) -> list[bytes | FileRegion]:
         """After a v0 SaslHandshake the client sends bare SASL tokens, each answered with
@@ -155,6 +174,8 @@ class BrokerServer:
     async def _respond(
         self, frame: memoryview, peer: Any, session: Session
     ) -> list[bytes | FileRegion] | None:
+        if not session.authenticated:
+            self._check_before_login(frame, session)
         try:
             header, spec, request = decode_request(frame)
         except UnsupportedRequestError as exc:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections import Counter
 from typing import Any
 
 from kafka.protocol.admin import (
@@ -34,6 +35,7 @@ from partita.security.scram import HASHES, MAX_ITERATIONS, MIN_ITERATIONS, Scram
 from partita.server.broker import Broker
 from partita.server.request_context import RequestContext
 
+MAX_SALT_BYTES = 128  # what the metadata layout accepts
 # Kafka's ScramMechanism type ids on the wire.
 MECHANISM_IDS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 MECHANISM_TYPES = {name: number for number, name in MECHANISM_IDS.items()}
@@ -81,10 +83,11 @@ def handle_describe_user_scram_credentials(
 ) -> Any:
     users = broker.store.scram_users()
     wanted = [u.name for u in request.users] if request.users else sorted(users)
+    asked = Counter(wanted)
     results = []
-    for user in wanted:
+    for user in dict.fromkeys(wanted):  # each user once, in the order asked
         credentials = users.get(user, [])
-        if wanted.count(user) > 1:
+        if asked[user] > 1:
             code, message = DuplicateResourceError.code, f"user {user!r} asked for twice"
         elif not credentials:
             code, message = (
@@ -108,7 +111,7 @@ def handle_describe_user_scram_credentials(
 _Altered = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
 
 
-def _upsertion(
+def upserted_credential(
     user: str, mechanism: int, iterations: int, salt: bytes, salted: bytes
 ) -> ScramCredential:
     """A credential from what Kafka's admin client sends: the salted password
@@ -122,8 +125,10 @@ def _upsertion(
         )
     if not user:
         raise UnacceptableCredentialError("Username must not be empty")
-    if not salt or not salted:
-        raise UnacceptableCredentialError("salt and salted password must not be empty")
+    if not 0 < len(salt) <= MAX_SALT_BYTES or not 0 < len(salted) <= MAX_SALT_BYTES:
+        raise UnacceptableCredentialError(
+            f"salt and salted password must be 1 to {MAX_SALT_BYTES} bytes"
+        )
     hash_name = HASHES[name]
     client_key = hmac.new(salted, b"Client Key", hash_name).digest()
     return ScramCredential(
@@ -141,8 +146,8 @@ async def handle_alter_user_scram_credentials(
     named = [(d.name, d.mechanism) for d in request.deletions]
     named += [(u.name, u.mechanism) for u in request.upsertions]
     errors: dict[str, tuple[int, str]] = {}
-    for user, mechanism in named:
-        if named.count((user, mechanism)) > 1:
+    for (user, _mechanism), times in Counter(named).items():
+        if times > 1:
             errors[user] = (
                 DuplicateResourceError.code,
                 "A user credential cannot be altered twice in the same request",
@@ -172,7 +177,7 @@ async def handle_alter_user_scram_credentials(
             upsert.append(
                 (
                     u.name,
-                    _upsertion(
+                    upserted_credential(
                         u.name, u.mechanism, u.iterations, bytes(u.salt), bytes(u.salted_password)
                     ),
                 )
