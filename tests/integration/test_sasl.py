@@ -248,3 +248,48 @@ def test_a_plaintext_listener_answers_sasl_with_illegal_state(broker: BrokerProc
         assert shake.error_code == 34
         metadata = roundtrip(sock, MetadataRequest[1](topics=None), MetadataResponse, 2)
         assert metadata.brokers  # still served: PLAINTEXT needs no login
+
+
+def test_passwords_never_leave_the_broker(sasl_broker: BrokerProcess) -> None:
+    """The JAAS config holds users' passwords: DescribeConfigs reports it as sensitive
+    with no value (as Kafka does), and no log line carries a password."""
+    from confluent_kafka.admin import ConfigResource  # noqa: PLC0415
+
+    admin = AdminClient(client_config(sasl_broker, "admin", "admin-secret"))
+    resource = ConfigResource(ConfigResource.Type.BROKER, "0")
+    configs = admin.describe_configs([resource])[resource].result(timeout=15)
+    jaas = configs["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
+    assert jaas.is_sensitive and jaas.value is None
+    assert not [c.name for c in configs.values() if c.value and "secret" in c.value]
+    auth_errors(client_config(sasl_broker, "alice", "wrong-secret"))  # a failed login
+    assert "secret" not in sasl_broker.logs()
+
+
+def test_a_session_expires_and_reauthentication_keeps_the_principal(
+    broker_factory: type[BrokerProcess],
+) -> None:
+    broker = broker_factory({**SETTINGS, "connections.max.reauth.ms": "1500"}, name="reauth")
+    broker.start()
+
+    def login(sock: socket.socket, token: bytes, first: int) -> Any:
+        shake = SaslHandshakeRequest[1](mechanism="PLAIN")
+        assert roundtrip(sock, shake, SaslHandshakeResponse, first).error_code == 0
+        request = SaslAuthenticateRequest[1](auth_bytes=token)
+        return roundtrip(sock, request, SaslAuthenticateResponse, first + 1)
+
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+        answer = login(sock, b"\0alice\0alice-secret", 1)
+        assert answer.error_code == 0 and 0 < answer.session_lifetime_ms <= 1500
+        assert roundtrip(sock, MetadataRequest[1](topics=None), MetadataResponse, 3).brokers
+        again = login(sock, b"\0alice\0alice-secret", 4)  # re-authenticated in time
+        assert again.error_code == 0
+        time.sleep(1.6)  # past the session: the next request ends the connection
+        sock.sendall(encode(MetadataRequest[1](topics=None), 6))
+        expect_closed(sock)
+    assert "its session expired" in broker.logs()
+
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+        assert login(sock, b"\0alice\0alice-secret", 1).error_code == 0
+        switched = login(sock, b"\0admin\0admin-secret", 3)  # valid, but another principal
+        assert switched.error_code == 58
+        expect_closed(sock)

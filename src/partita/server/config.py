@@ -140,6 +140,12 @@ def parse_assignments(items: Iterable[str]) -> dict[str, str]:
     return out
 
 
+def is_sensitive(key: str) -> bool:
+    """Kafka's PASSWORD-type settings (a JAAS config holds users' passwords; SSL key and
+    store passwords): DescribeConfigs reports them as sensitive, with no value."""
+    return key.endswith(("sasl.jaas.config", ".password"))
+
+
 @dataclass(slots=True)
 class BrokerConfig:
     values: dict[str, str]

@@ -36,7 +36,7 @@ from partita.protocol.messages import (
     InitProducerIdRequest,
 )
 from partita.server.broker import Broker
-from partita.server.config import BROKER_DEFAULTS, BROKER_TO_TOPIC
+from partita.server.config import BROKER_DEFAULTS, BROKER_TO_TOPIC, is_sensitive
 from partita.server.request_context import RequestContext
 from partita.storage.config import LogConfig
 
@@ -285,13 +285,14 @@ def _config_entry(
     *,
     read_only: bool,
 ) -> Any:
+    sensitive = is_sensitive(key)
     return _DCEntry(
         name=key,
-        value=value,
+        value=None if sensitive else value,  # Kafka never sends a password-type value
         read_only=read_only,
         config_source=source,
         is_default=source == SOURCE_DEFAULT,
-        is_sensitive=False,
+        is_sensitive=sensitive,
         synonyms=synonyms,
         config_type=config_type,
         documentation=None,
