@@ -30,8 +30,11 @@ from partita.errors import (
     NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
 )
-from partita.server.partition import EARLIEST, LATEST, Partition, wait_for_any
+from partita.server.partition import Partition, wait_for_any
 from partita.storage.config import LogConfig
+from partita.storage.log import EARLIEST_TIMESTAMP as EARLIEST
+from partita.storage.log import LATEST_TIERED_TIMESTAMP
+from partita.storage.log import LATEST_TIMESTAMP as LATEST
 from partita.storage.log_manager import LogManager
 from tests.conftest import BASE_TS, make_batch
 
@@ -168,8 +171,9 @@ def test_list_offsets_and_epoch_lookups(open_manager: OpenManager) -> None:
     assert partition.offset_for(EARLIEST, for_client=True).offset == 0
     by_time = partition.offset_for(BASE_TS + 100, for_client=True)
     assert (by_time.offset, by_time.timestamp, by_time.leader_epoch) == (3, BASE_TS + 100, 5)
-    assert partition.epoch_for_offset(2) == 3
-    assert partition.epoch_for_offset(3) == 5
+    assert partition.log.epochs.epoch_for(2) == 3
+    assert partition.log.epochs.epoch_for(3) == 5
+    assert partition.offset_for(LATEST_TIERED_TIMESTAMP, for_client=True).offset == -1
     assert partition.end_offset_for_epoch(3) == (3, 3)
     assert partition.end_offset_for_epoch(4) == (3, 3)  # the largest epoch at or below
     assert partition.end_offset_for_epoch(5) == (5, 5)

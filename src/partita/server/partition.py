@@ -32,7 +32,6 @@ high watermark, the ISR or the leadership moves, and each re-checks what it wait
 from __future__ import annotations
 
 import asyncio
-import bisect
 import logging
 import struct
 import time
@@ -63,7 +62,14 @@ from partita.protocol.record_batch import (
 )
 from partita.replication.progress import LeaderProgress
 from partita.server.producer_state import ProducerStateTable
-from partita.storage.log import AppendInfo, PartitionLog
+from partita.storage.log import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    AppendInfo,
+    PartitionLog,
+)
 
 log = logging.getLogger(__name__)
 
@@ -78,12 +84,12 @@ IsrEligible = Callable[[int], bool]
 # True while this broker's cluster lease cannot be trusted: it leads nothing meanwhile.
 Fenced = Callable[[], bool]
 
-# ListOffsets' special timestamps (Kafka's ListOffsetsRequest).
-LATEST = -1
-EARLIEST = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL = -4
-LATEST_TIERED = -5
+
+# ListOffsets specials answered without looking for a record (no tiered storage: the
+# latest tiered offset is -1 and means nothing is missing).
+_NO_RECORD_NEEDED = frozenset(
+    {LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP}
+)
 
 
 def now_ms() -> int:
@@ -220,10 +226,7 @@ class Partition:
         allows it (KIP-392, Fetch v11+), we are an in-sync follower: a follower serves up
         to its own high watermark."""
         if from_follower and not self.is_leader and self.node_id in self.isr:
-            if self.fenced():
-                raise NotLeaderOrFollowerError(
-                    f"broker {self.node_id} cannot renew its cluster lease"
-                )
+            self._check_not_fenced()
             self.check_leader_epoch(current_leader_epoch)
             if not self.served_as_follower:
                 self.served_as_follower = True
@@ -372,6 +375,13 @@ class Partition:
         """Where read_committed consumers stop: with no transactions, the high watermark."""
         return self.log.high_watermark
 
+    def fetch_bounds(self) -> PartitionRead:
+        """What a Fetch answer says of the partition, records or not: high watermark,
+        last stable offset, log start."""
+        return PartitionRead(
+            self.log.high_watermark, self.last_stable_offset, self.log.log_start_offset
+        )
+
     def fetch(
         self,
         offset: int,
@@ -389,9 +399,7 @@ class Partition:
         unless ``min_one_batch`` (the first partition of a response with data gets one
         batch whatever its size, as in Kafka)."""
         # The bounds are taken before the follower's progress moves them, as Kafka does.
-        result = PartitionRead(
-            self.log.high_watermark, self.last_stable_offset, self.log.log_start_offset
-        )
+        result = self.fetch_bounds()
         if replica >= 0:
             result.diverging_epoch = self.diverging(last_fetched_epoch, offset)
             if result.diverging_epoch is not None:
@@ -434,37 +442,23 @@ class Partition:
 
     # -- offsets by time and by epoch ---------------------------------------------------
 
-    def epoch_for_offset(self, offset: int) -> int:
-        """The leader epoch under which ``offset`` was (or will be) written; -1 if
-        unknown."""
-        entries = self.log.epochs.entries
-        i = bisect.bisect_right([start for _epoch, start in entries], offset) - 1
-        return entries[i][0] if i >= 0 else -1
-
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: the largest epoch we know at or below ``leader_epoch``
         and where it ends in our log."""
         return self.log.epochs.end_offset_for(leader_epoch, self.log.log_end_offset)
 
     def offset_for(self, timestamp: int, *, for_client: bool) -> ListedOffset:
-        """ListOffsets: the offset for a timestamp, or for one of the special ones
-        (LATEST, EARLIEST, ...). A client (not a follower asking for our log start) is
-        refused while a new leader's end is unknown (``check_offsets_known``)."""
-        if timestamp == LATEST:
-            if for_client:
-                self.check_offsets_known()
-            offset, found = self.log.high_watermark, -1
-        elif timestamp in (EARLIEST, EARLIEST_LOCAL):
-            offset, found = self.log.log_start_offset, -1
-        elif timestamp == LATEST_TIERED:
-            offset, found = -1, -1  # no tiered storage: nothing is tiered
-        else:
-            offset, found = self.log.list_offset(timestamp)
-            if offset < 0 and for_client:
-                # Nothing below the high watermark qualifies; a new leader's lagging
-                # high watermark may be hiding what does (Kafka answers the same).
-                self.check_offsets_known()
-        return ListedOffset(offset, found, self.epoch_for_offset(offset) if offset >= 0 else -1)
+        """ListOffsets (the log answers the timestamp, special ones too). A client -- not a
+        follower asking for our log start -- is refused while a new leader's end is
+        unknown (``check_offsets_known``): for the latest offset, and when nothing below
+        a new leader's lagging high watermark qualifies (Kafka answers the same)."""
+        if for_client and timestamp == LATEST_TIMESTAMP:
+            self.check_offsets_known()
+        offset, found = self.log.list_offset(timestamp)
+        if for_client and offset < 0 and timestamp not in _NO_RECORD_NEEDED:
+            self.check_offsets_known()
+        epoch = self.log.epochs.epoch_for(offset) if offset >= 0 else -1
+        return ListedOffset(offset, found, epoch)
 
     def check_enough_replicas(self) -> None:
         """acks=all is refused before anything is written while the ISR is smaller than

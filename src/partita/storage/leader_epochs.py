@@ -54,6 +54,12 @@ class LeaderEpochCache:
         self._entries.append((epoch, start_offset))
         return True
 
+    def epoch_for(self, offset: int) -> int:
+        """The epoch under which ``offset`` was (or will be) written; -1 if unknown
+        (Kafka's ``LeaderEpochFileCache.epochForOffset``)."""
+        i = bisect_right([start for _epoch, start in self._entries], offset) - 1
+        return self._entries[i][0] if i >= 0 else UNDEFINED_EPOCH
+
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """Kafka's OffsetsForLeaderEpoch answer: (largest epoch <= requested, its end offset)."""
         if requested_epoch == UNDEFINED_EPOCH or not self._entries:

@@ -60,6 +60,8 @@ _MAX_RELATIVE_OFFSET = 2**31 - 1
 EARLIEST_TIMESTAMP = -2  # ListOffsets' special "timestamps"
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405; with no tiered storage, the earliest
+LATEST_TIERED_TIMESTAMP = -5  # KIP-1005; with no tiered storage, nothing
 _PREFIX = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
 _PREFIX_SIZE = _PREFIX.size
 
@@ -584,10 +586,13 @@ class PartitionLog:
         return None
 
     def list_offset(self, timestamp: int) -> tuple[int, int]:
-        """ListOffsets semantics: -2 earliest, -1 latest (the HW), -3 max timestamp, or a
-        timestamp. Returns (offset, timestamp); (-1, -1) when no record qualifies."""
-        if timestamp == EARLIEST_TIMESTAMP:
+        """ListOffsets semantics: -2 (and -4) earliest, -1 latest (the HW), -3 max
+        timestamp, -5 latest tiered (none), or a timestamp. Returns (offset, timestamp);
+        (-1, -1) when no record qualifies."""
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return self.log_start_offset, -1
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return -1, -1
         if timestamp == LATEST_TIMESTAMP:
             return self.high_watermark, -1
         if timestamp == MAX_TIMESTAMP:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Any
 
 from partita.errors import (
     FetchSessionIdNotFoundError,
@@ -19,10 +18,14 @@ from partita.errors import (
 )
 from partita.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
 from partita.protocol.file_region import FileRegion
-from partita.protocol.messages import FetchRequest
+from partita.protocol.messages import (
+    FetchRequest,
+    FetchRequestFetchPartition,
+    FetchRequestFetchTopic,
+)
 from partita.replication.replica_selector import preferred_read_replica
 from partita.server.broker import Broker
-from partita.server.partition import Partition, wait_for_any
+from partita.server.partition import Partition, PartitionRead, wait_for_any
 from partita.server.request_context import RequestContext
 
 # Below this a region is read into the response: sendfile costs a few event-loop turns
@@ -33,7 +36,7 @@ SENDFILE_FROM = 64 * 1024
 class _FetchPass:
     """One attempt at answering a fetch: read every partition once."""
 
-    def __init__(self, broker: Broker, request: Any, version: int) -> None:
+    def __init__(self, broker: Broker, request: FetchRequest, version: int) -> None:
         self.broker = broker
         self.request = request
         self.version = version
@@ -70,7 +73,7 @@ class _FetchPass:
             topics.append(TopicResult(name or "", topic_id, results))
         return topics
 
-    def _read(self, name: str, fp: Any, result: PartitionResult) -> None:
+    def _read(self, name: str, fp: FetchRequestFetchPartition, result: PartitionResult) -> None:
         """One partition: the partition's own rules decide what it may read
         (``Partition.fetch``); this pass adds what spans partitions -- the response's
         byte budget, the client's rack, the reassignment throttle."""
@@ -89,9 +92,7 @@ class _FetchPass:
             )
             if elsewhere >= 0:
                 # Kafka answers with the replica to use and no records.
-                result.high_watermark = partition.high_watermark
-                result.last_stable_offset = partition.last_stable_offset
-                result.log_start_offset = partition.log.log_start_offset
+                _bounds(result, partition.fetch_bounds())
                 result.preferred_read_replica = elsewhere
                 return
         limit, throttled = self._limit(partition, fp.partition_max_bytes)
@@ -102,9 +103,7 @@ class _FetchPass:
             last_fetched_epoch=fp.last_fetched_epoch if self.version >= 12 else -1,
             min_one_batch=self.first_data and limit is not None,
         )
-        result.high_watermark = read.high_watermark
-        result.last_stable_offset = read.last_stable_offset
-        result.log_start_offset = read.log_start_offset
+        _bounds(result, read)
         if read.diverging_epoch is not None:
             # The follower must cut its log first: answered now (this ends the long poll).
             result.diverging_epoch = read.diverging_epoch
@@ -136,7 +135,7 @@ class _FetchPass:
                     return None, throttled
         return limit, throttled
 
-    def _resolve(self, topic: Any) -> tuple[str | None, Any, int | None]:
+    def _resolve(self, topic: FetchRequestFetchTopic) -> tuple[str | None, uuid.UUID, int | None]:
         if self.version >= 13:
             try:
                 name = self.broker.replicas.name_for_id(topic.topic_id)
@@ -148,7 +147,13 @@ class _FetchPass:
         return topic.topic, topic_id or uuid.UUID(int=0), None
 
 
-def _replica_id(request: Any, version: int) -> int:
+def _bounds(result: PartitionResult, read: PartitionRead) -> None:
+    result.high_watermark = read.high_watermark
+    result.last_stable_offset = read.last_stable_offset
+    result.log_start_offset = read.log_start_offset
+
+
+def _replica_id(request: FetchRequest, version: int) -> int:
     """The fetching broker's id (a follower), or -1 for a consumer: in the request body
     up to v14, in ReplicaState from v15."""
     if version >= 15:
