@@ -293,3 +293,22 @@ def test_a_session_expires_and_reauthentication_keeps_the_principal(
         switched = login(sock, b"\0admin\0admin-secret", 3)  # valid, but another principal
         assert switched.error_code == 58
         expect_closed(sock)
+
+
+def test_a_bad_security_setting_is_one_line(tmp_path: Any) -> None:
+    import sys  # noqa: PLC0415
+
+    for setting, says in (
+        ("connections.max.reauth.ms=soon", "connections.max.reauth.ms='soon' is not an integer"),
+        ("sasl.enabled.mechanisms=GSSAPI", "GSSAPI not supported"),
+    ):
+        mechanisms = "PLAIN" if "mechanisms" not in setting else setting.partition("=")[2]
+        result = subprocess.run(
+            [sys.executable, "-m", "partita.cli.main", "broker", "--data-dir", str(tmp_path / "d"),
+             "--set", "listeners=SASL_PLAINTEXT://127.0.0.1:0", "--set", setting,
+             "--set", f"sasl.enabled.mechanisms={mechanisms}"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert result.returncode == 1, result.stderr
+        assert result.stderr.strip().count("\n") == 0, result.stderr
+        assert says in result.stderr

@@ -54,11 +54,11 @@ class ListenerSecurity:
 
     name: str
     protocol: str  # PLAINTEXT or SASL_PLAINTEXT
+    store: MetadataStore  # the SCRAM credentials
     mechanisms: tuple[str, ...] = ()
     plain_users: dict[str, str] = field(default_factory=dict)
     failed_delay_ms: int = 100
     max_reauth_ms: int = 0
-    store: MetadataStore | None = None
     max_receive_before_login: int = 524288  # Kafka's sasl.server.max.receive.size
 
     @property
@@ -72,15 +72,24 @@ class ListenerSecurity:
         prefix = f"listener.name.{name.lower()}."
         values = config.values
 
-        def setting(key: str, default: str) -> str:
-            return values.get(prefix + key, values.get(key, default))
+        def setting(key: str) -> str:
+            """A listener's own setting, else the broker's (its default included)."""
+            return values.get(prefix + key, values[key])
+
+        def number(key: str) -> int:
+            try:
+                return int(setting(key))
+            except ValueError:
+                raise InvalidConfigurationError(
+                    f"{key}={setting(key)!r} is not an integer"
+                ) from None
 
         mechanisms: tuple[str, ...] = ()
         users: dict[str, str] = {}
         if protocol.startswith("SASL_"):
             mechanisms = tuple(
                 m.strip().upper()
-                for m in setting("sasl.enabled.mechanisms", "GSSAPI").split(",")
+                for m in setting("sasl.enabled.mechanisms").split(",")
                 if m.strip()
             )
             unsupported = [m for m in mechanisms if m not in SASL_MECHANISMS]
@@ -89,17 +98,16 @@ class ListenerSecurity:
                     f"{prefix}sasl.enabled.mechanisms: {', '.join(unsupported) or 'none'} "
                     f"not supported; partita offers {', '.join(SASL_MECHANISMS)}"
                 )
-            jaas = values.get(prefix + "plain.sasl.jaas.config", "")
-            users = dict(_JAAS_USER.findall(jaas))
+            users = dict(_JAAS_USER.findall(values.get(prefix + "plain.sasl.jaas.config", "")))
         return cls(
             name,
             protocol,
+            store,
             mechanisms,
             users,
-            int(setting("connection.failed.authentication.delay.ms", "100")),
-            int(setting("connections.max.reauth.ms", "0")),
-            store,
-            int(setting("sasl.server.max.receive.size", "524288")),
+            number("connection.failed.authentication.delay.ms"),
+            number("connections.max.reauth.ms"),
+            number("sasl.server.max.receive.size"),
         )
 
     def check_plain(self, user: str, password: str) -> bool:
@@ -112,10 +120,7 @@ class ListenerSecurity:
     def mechanism(self, name: str) -> SaslServer:
         if name == "PLAIN":
             return PlainServer(self.check_plain)
-        store = self.store
-        return ScramServer(
-            name, lambda mechanism, user: store.scram_credential(mechanism, user) if store else None
-        )
+        return ScramServer(name, self.store.scram_credential)
 
 
 class Session:

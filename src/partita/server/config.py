@@ -58,6 +58,7 @@ BROKER_DEFAULTS: dict[str, str] = {
     "sasl.enabled.mechanisms": "GSSAPI",
     "connection.failed.authentication.delay.ms": "100",
     "connections.max.reauth.ms": "0",
+    "sasl.server.max.receive.size": "524288",
     "num.partitions": "1",
     # Partition replicas this broker may hold (KIP-578's name; Kafka has no such limit),
     # checked before a create or CreatePartitions records anything (POLICY_VIOLATION;

@@ -143,10 +143,12 @@ class BrokerServer:
         finally:
             transport.close()
 
-    def _check_before_login(self, frame: memoryview, session: Session) -> None:
-        """Before a client has logged in, its frames are small (Kafka's
-        sasl.server.max.receive.size) and only the APIs of a login are even decoded."""
-        if len(frame) > self.security.max_receive_before_login:
+    def _gate(self, frame: memoryview, session: Session) -> None:
+        """The one authentication check, made on the header before a body is decoded:
+        before login only the APIs of a login pass, in frames no bigger than Kafka's
+        sasl.server.max.receive.size; after its session expired (KIP-368), only those
+        of a re-authentication."""
+        if not session.authenticated and len(frame) > self.security.max_receive_before_login:
             raise CloseConnectionError(
                 f"a {len(frame)}-byte frame before authentication "
                 f"(sasl.server.max.receive.size={self.security.max_receive_before_login})"
@@ -156,8 +158,9 @@ class BrokerServer:
         except MalformedRequestError as exc:
             raise CloseConnectionError(f"malformed request before authentication: {exc}") from exc
         if not session.admits(header.api_key):
+            reason = "its session expired" if session.authenticated else "it authenticated"
             raise CloseConnectionError(
-                f"api key {header.api_key} from {session.principal} before it authenticated "
+                f"api key {header.api_key} from {session.principal} before {reason} "
                 f"(listener {self.security.name})"
             )
 
@@ -174,8 +177,8 @@ class BrokerServer:
     async def _respond(
         self, frame: memoryview, peer: Any, session: Session
     ) -> list[bytes | FileRegion] | None:
-        if not session.authenticated:
-            self._check_before_login(frame, session)
+        if not session.authenticated or session.expires_at is not None:
+            self._gate(frame, session)
         try:
             header, spec, request = decode_request(frame)
         except UnsupportedRequestError as exc:
@@ -194,12 +197,6 @@ class BrokerServer:
         except MalformedRequestError as exc:
             head = frame[:96].hex()
             raise CloseConnectionError(f"malformed request: {exc} (first bytes: {head})") from exc
-        if not session.admits(spec.key):
-            reason = "its session expired" if session.authenticated else "it authenticated"
-            raise CloseConnectionError(
-                f"{spec.key.name} from {session.principal} before {reason} "
-                f"(listener {self.security.name})"
-            )
         handler = HANDLERS[spec.key]
         self.requests_served += 1
         started = time.perf_counter()
