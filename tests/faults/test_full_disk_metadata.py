@@ -35,7 +35,8 @@ def test_a_full_disk_costs_a_broker_alone_only_the_change_that_did_not_fit(
         filler = fill(disk)
 
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        with pytest.raises(KafkaException, match=r"KAFKA_STORAGE_ERROR.*cannot write cluster metadata"):
+        refused = r"KAFKA_STORAGE_ERROR.*cannot write cluster metadata"
+        with pytest.raises(KafkaException, match=refused):
             admin.create_topics([NewTopic("refused", 1, 1)])["refused"].result(timeout=20)
         assert "refused" not in admin.list_topics(timeout=10).topics
         assert len(consume_all(broker.bootstrap, "kept", [0], expected=3)) == 3
