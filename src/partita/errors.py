@@ -300,3 +300,19 @@ class DuplicateResourceError(KafkaError):
 
 class UnacceptableCredentialError(KafkaError):
     code = 93
+
+
+class TopicAuthorizationFailedError(KafkaError):
+    code = 29
+
+
+class GroupAuthorizationFailedError(KafkaError):
+    code = 30
+
+
+class ClusterAuthorizationFailedError(KafkaError):
+    code = 31
+
+
+class SecurityDisabledError(KafkaError):
+    code = 54

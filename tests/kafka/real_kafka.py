@@ -169,6 +169,7 @@ TOOLS = {
     "broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
     "leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
     "reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+    "acls": "org.apache.kafka.tools.AclCommand",
     "metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
     "producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
     "consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",

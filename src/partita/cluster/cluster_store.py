@@ -41,6 +41,7 @@ from partita.cluster.layout import (
     Layout,
     TopicRecord,
     decode_producer_ids,
+    encode_acl,
     encode_broker,
     encode_broker_configs,
     encode_partition,
@@ -56,6 +57,7 @@ from partita.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from partita.security.acl import AclBinding
 from partita.security.scram import ScramCredential
 
 log = logging.getLogger(__name__)
@@ -419,6 +421,19 @@ class ClusterMetadataStore:
             for user, c in upsert
         ]
         ops += [Delete(self.layout.scram_credential(m, user)) for m, user in delete]
+        step = self.kv.max_txn_ops
+        for start in range(0, len(ops), step):
+            _ok, revision = await self.kv.txn([], ops[start : start + step])
+            await self.caught_up(revision)
+
+    # -- ACLs -------------------------------------------------------------------------
+
+    def acls(self) -> list[AclBinding]:
+        return list(self.image.acls.values())
+
+    async def alter_acls(self, create: list[AclBinding], delete: list[AclBinding]) -> None:
+        ops: list[Op] = [Put(self.layout.acl(b), encode_acl(b)) for b in create]
+        ops += [Delete(self.layout.acl(b)) for b in delete]
         step = self.kv.max_txn_ops
         for start in range(0, len(ops), step):
             _ok, revision = await self.kv.txn([], ops[start : start + step])

@@ -23,6 +23,7 @@ from partita.cluster.layout import (
     BrokerRegistration,
     Layout,
     TopicRecord,
+    decode_acl,
     decode_broker,
     decode_broker_configs,
     decode_controller,
@@ -32,6 +33,7 @@ from partita.cluster.layout import (
     decode_topic,
 )
 from partita.cluster.model import PartitionState, TopicState
+from partita.security.acl import AclBinding
 from partita.security.scram import ScramCredential
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,7 @@ class Changes:
     deleted_topics: set[str] = field(default_factory=set)
     brokers: bool = False
     controller: bool = False
+    acls: bool = False  # a binding was created or deleted
 
     def __bool__(self) -> bool:
         return bool(self.topics or self.deleted_topics or self.brokers or self.controller)
@@ -69,6 +72,7 @@ class ClusterImage:
         self.producer_ids_revision = 0
         self.broker_configs: dict[str, str] = {}
         self.scram_credentials: dict[tuple[str, str], ScramCredential] = {}
+        self.acls: dict[str, AclBinding] = {}  # by key
         self._records: dict[str, TopicRecord] = {}
         self._partitions: dict[uuid.UUID, dict[int, PartitionState]] = {}
         self._names: dict[uuid.UUID, str] = {}
@@ -89,7 +93,7 @@ class ClusterImage:
             for name, topic_id in before.items()
             if name not in self.topics or self.topics[name].topic_id != topic_id
         }
-        changes.brokers = changes.controller = True
+        changes.brokers = changes.controller = changes.acls = True
         return changes
 
     def apply(self, events: Iterable[Event]) -> Changes:
@@ -144,6 +148,12 @@ class ClusterImage:
                 self.scram_credentials[(mechanism, user)] = decode_scram_credential(mechanism, raw)
             else:
                 self.scram_credentials.pop((mechanism, user), None)
+        elif key.startswith(layout.acls):
+            changes.acls = True
+            if put:
+                self.acls[key] = decode_acl(raw)
+            else:
+                self.acls.pop(key, None)
 
     def _apply_topic(self, name: str, event: Event, changes: Changes) -> None:
         old = self._records.pop(name, None)

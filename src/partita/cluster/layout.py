@@ -7,6 +7,7 @@
     <prefix>/partitions/<topic id>/<n>        replicas, leader, epochs, ISR
     <prefix>/producer-ids                     the next unallocated producer id
     <prefix>/scram/<mechanism>/<user>         a SCRAM credential: salt, iterations, keys
+    <prefix>/acls/<digest>                    one ACL binding, keyed by a digest of itself
 
 Partition keys sit under the topic *id*, not its name: a topic deleted and created again
 never sees the old one's partitions, and a create that fails half-way leaves keys under
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import uuid
 from dataclasses import dataclass
@@ -28,6 +30,14 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from partita.cluster.model import PartitionState, valid_topic_name
+from partita.security.acl import (
+    AclBinding,
+    InvalidAclError,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+)
 from partita.security.scram import HASHES as SCRAM_MECHANISMS
 from partita.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential
 
@@ -76,6 +86,7 @@ class Layout:
         self.topics = self.root + "topics/"
         self.partitions = self.root + "partitions/"
         self.scram = self.root + "scram/"
+        self.acls = self.root + "acls/"
 
     def broker(self, node_id: int) -> str:
         return f"{self.brokers}{node_id}"
@@ -98,6 +109,12 @@ class Layout:
         if not sep or mechanism not in SCRAM_MECHANISMS or not user:
             raise BadValueError(f"SCRAM key {key!r} names no mechanism and user")
         return mechanism, unquote(user)
+
+    def acl(self, binding: AclBinding) -> str:
+        # One key per binding, named by its content: creating the same binding twice is
+        # one key (Kafka keeps a set), and concurrent creates never compare-and-swap.
+        digest = hashlib.sha256(encode_acl(binding)).hexdigest()[:32]
+        return f"{self.acls}{digest}"
 
     def parse_partition_key(self, key: str) -> tuple[uuid.UUID, int]:
         rest = key.removeprefix(self.partitions)
@@ -353,3 +370,44 @@ def decode_scram_credential(mechanism: str, raw: bytes) -> ScramCredential:
         b64("stored_key"),
         b64("server_key"),
     )
+
+
+MAX_ACL_FIELD = 1_000  # characters in a resource name, principal or host
+
+
+def encode_acl(binding: AclBinding) -> bytes:
+    return _dump(
+        {
+            "resource_type": binding.resource_type.name,
+            "resource_name": binding.resource_name,
+            "pattern_type": binding.pattern_type.name,
+            "principal": binding.principal,
+            "host": binding.host,
+            "operation": binding.operation.name,
+            "permission": binding.permission.name,
+        }
+    )
+
+
+def decode_acl(raw: bytes) -> AclBinding:
+    data = _object(raw)
+
+    def text(name: str) -> str:
+        value = data.get(name)
+        if not isinstance(value, str) or not 0 < len(value) <= MAX_ACL_FIELD:
+            raise BadValueError(f"{name} must be a string of 1 to {MAX_ACL_FIELD} characters")
+        return value
+
+    try:
+        binding = AclBinding(
+            ResourceType[text("resource_type")],
+            text("resource_name"),
+            PatternType[text("pattern_type")],
+            text("principal"),
+            text("host"),
+            Operation[text("operation")],
+            Permission[text("permission")],
+        )
+        return binding.validate()
+    except (KeyError, InvalidAclError) as exc:
+        raise BadValueError(f"not an ACL binding: {exc}") from exc

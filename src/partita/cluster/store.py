@@ -16,6 +16,7 @@ from typing import Protocol
 
 from partita.cluster.image import Changes
 from partita.cluster.model import BrokerInfo, PartitionState, TopicState
+from partita.security.acl import AclBinding
 from partita.security.scram import ScramCredential
 
 Listener = Callable[[Changes], None]
@@ -85,6 +86,14 @@ class MetadataStore(Protocol):
         self, upsert: list[tuple[str, ScramCredential]], delete: list[tuple[str, str]]
     ) -> None:
         """Write (user, credential)s and remove (mechanism, user)s, in one transaction."""
+        ...
+
+    def acls(self) -> list[AclBinding]:
+        """Every ACL binding of the cluster."""
+        ...
+
+    async def alter_acls(self, create: list[AclBinding], delete: list[AclBinding]) -> None:
+        """Store and remove bindings; visible in this broker's image on return."""
         ...
 
     async def report_offline_replicas(self, replicas: frozenset[tuple[uuid.UUID, int]]) -> bool:

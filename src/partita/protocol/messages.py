@@ -305,6 +305,44 @@ class OffsetForLeaderEpochRequest(Protocol):
     topics: Sequence[OffsetForLeaderEpochRequestOffsetForLeaderTopic]
 
 
+class DescribeAclsRequest(Protocol):
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: int
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+
+
+class CreateAclsRequestAclCreation(Protocol):
+    resource_type: int
+    resource_name: str
+    resource_pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+class CreateAclsRequest(Protocol):
+    creations: Sequence[CreateAclsRequestAclCreation]
+
+
+class DeleteAclsRequestDeleteAclsFilter(Protocol):
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: int
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+
+
+class DeleteAclsRequest(Protocol):
+    filters: Sequence[DeleteAclsRequestDeleteAclsFilter]
+
+
 class DescribeConfigsRequestDescribeConfigsResource(Protocol):
     resource_type: int
     resource_name: str

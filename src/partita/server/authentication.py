@@ -132,6 +132,7 @@ class Session:
         self.security = security
         self.clock = clock
         self.principal: KafkaPrincipal = ANONYMOUS
+        self.principal_name = str(ANONYMOUS)  # what ACLs name it by, made once
         self.authenticated = not security.sasl
         self.raw_tokens = False  # after a v0 handshake: bare tokens, not requests
         self.failed: str | None = None  # set on a failed login: close after the delay
@@ -188,6 +189,7 @@ class Session:
                     "Cannot change principals during re-authentication"
                 )
             self.principal, self.authenticated, self._exchange = principal, True, None
+            self.principal_name = str(principal)
             self.raw_tokens = False
             lifetime = self.security.max_reauth_ms
             self.expires_at = self.clock() + lifetime / 1000 if lifetime > 0 else None

@@ -20,6 +20,7 @@ from partita.cluster.model import BrokerInfo
 from partita.cluster.store import MetadataStore
 from partita.replication.fetcher import FetcherManager
 from partita.replication.throttle import ByteRateLimit
+from partita.server.authorization import Authorization, build_authorizer
 from partita.server.cluster_node import ClusterNode
 from partita.server.config import BrokerConfig
 from partita.server.group_service import GroupService
@@ -77,6 +78,7 @@ class Broker:
             adopt_from=adopt_from,
         )
         self.store: MetadataStore = self.cluster.store
+        self.authorization = Authorization(build_authorizer(config), self.store)
         self.topic_admin = TopicAdmin(config, self.store)
         self.logs = LogManager(data_dir, self.topic_admin.log_config)
         self.metrics = BrokerMetrics(self.store)

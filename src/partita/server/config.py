@@ -59,6 +59,11 @@ BROKER_DEFAULTS: dict[str, str] = {
     "connection.failed.authentication.delay.ms": "100",
     "connections.max.reauth.ms": "0",
     "sasl.server.max.receive.size": "524288",
+    # ACL authorization (#28): Kafka's authorizer class names turn it on; empty: off,
+    # every request allowed (Kafka's default).
+    "authorizer.class.name": "",
+    "super.users": "",  # User:alice;User:bob -- allowed everything
+    "allow.everyone.if.no.acl.found": "false",
     "num.partitions": "1",
     # Partition replicas this broker may hold (KIP-578's name; Kafka has no such limit),
     # checked before a create or CreatePartitions records anything (POLICY_VIOLATION;

@@ -3,8 +3,8 @@
 A handler is a function ``(broker, context, request) -> response`` (a coroutine where it
 may wait): ``request`` is the API's typed view (``protocol.messages``), ``context`` the
 header and the principal (``request_context``). ``network`` calls ``HANDLERS`` and
-nothing else, so whatever must see every request -- metrics today, the authorizer of
-issue #28 -- sits at that one call.
+nothing else, so whatever must see every request -- metrics, the authorizer
+(``server/authorization.py``) -- sits at that one call.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from partita.protocol.api import ApiKey
 from partita.protocol.file_region import FileRegion
 from partita.server.broker import Broker
 from partita.server.handlers import (
+    acls,
     admin,
     api_versions,
     fetch,
@@ -79,4 +80,7 @@ HANDLERS: dict[ApiKey, Handler[Any]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: sasl.handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: sasl.handle_alter_user_scram_credentials,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: sasl.handle_describe_client_quotas,
+    ApiKey.CREATE_ACLS: acls.handle_create_acls,
+    ApiKey.DESCRIBE_ACLS: acls.handle_describe_acls,
+    ApiKey.DELETE_ACLS: acls.handle_delete_acls,
 }

@@ -200,7 +200,19 @@ class BrokerServer:
         handler = HANDLERS[spec.key]
         self.requests_served += 1
         started = time.perf_counter()
-        context = RequestContext(header, session.principal, _host(peer), session)
+        host = _host(peer)
+        access = self.broker.authorization.access(
+            spec.key, request, header.api_version, session.principal_name, host
+        )
+        context = RequestContext(header, session.principal, host, session, access)
+        refuse = access.rule.refuse
+        if refuse is not None and access.authorizer is not None:
+            # The one seam: a request its principal may not make at all is answered here,
+            # with the API's top-level error, and reaches no handler.
+            code = refuse(access, request)
+            if code:
+                refusal = spec.response(version=header.api_version, error_code=code)
+                return [encode_response(header, spec, refusal)]
         result = handler(self.broker, context, request)
         if inspect.isawaitable(result):
             result = await result

@@ -5,9 +5,10 @@ authorizer checks, with the principal the connection authenticated as."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from partita.protocol.codec import RequestHeader
+from partita.server.access import ALLOW_ALL, Access
 
 if TYPE_CHECKING:
     from partita.server.authentication import Session
@@ -34,6 +35,7 @@ class RequestContext:
     principal: KafkaPrincipal = ANONYMOUS
     client_host: str = ""
     session: Session | None = None  # the connection's authentication (SASL requests)
+    access: Access = ALLOW_ALL  # what the principal may do (server/authorization.py)
 
     @property
     def api_version(self) -> int:
@@ -42,3 +44,12 @@ class RequestContext:
     @property
     def client_id(self) -> str | None:
         return self.header.client_id
+
+
+def fetch_replica_id(request: Any, version: int) -> int:
+    """The fetching broker's id (a follower), or -1 for a consumer: in the request body
+    up to v14, in ReplicaState from v15."""
+    if version >= 15:
+        state = getattr(request, "replica_state", None)
+        return int(state.replica_id) if state is not None else -1
+    return int(request.replica_id)

@@ -35,6 +35,7 @@ from partita.protocol.messages import (
     IncrementalAlterConfigsRequest,
     InitProducerIdRequest,
 )
+from partita.server.access import Access
 from partita.server.broker import Broker
 from partita.server.config import BROKER_DEFAULTS, BROKER_TO_TOPIC, is_sensitive
 from partita.server.request_context import RequestContext
@@ -120,6 +121,7 @@ async def handle_create_topics(
     results = []
     for topic in request.topics:
         try:
+            context.access.require_topic(topic.name)
             partitions, replication = topic.num_partitions, topic.replication_factor
             assignment = None
             if topic.assignments:
@@ -193,6 +195,7 @@ async def handle_delete_topics(
         try:
             if name is None:
                 name = broker.replicas.name_for_id(topic_id or uuid.UUID(int=0))
+            context.access.require_topic(name)
             state = await broker.topic_admin.delete(name)
             results.append(
                 _DTResult(name=name, topic_id=state.topic_id, error_code=0, error_message=None)
@@ -206,11 +209,12 @@ async def handle_delete_topics(
 
 
 async def handle_create_partitions(
-    broker: Broker, _context: RequestContext, request: CreatePartitionsRequest
+    broker: Broker, context: RequestContext, request: CreatePartitionsRequest
 ) -> Any:
     results = []
     for topic in request.topics:
         try:
+            context.access.require_topic(topic.name)
             assignment = None
             if topic.assignments is not None:
                 assignment = {i: list(a.broker_ids) for i, a in enumerate(topic.assignments)}
@@ -312,17 +316,19 @@ def _describe_broker(broker: Broker, resource_name: str, keys: list[str] | None)
 
 
 def handle_describe_configs(
-    broker: Broker, _context: RequestContext, request: DescribeConfigsRequest
+    broker: Broker, context: RequestContext, request: DescribeConfigsRequest
 ) -> Any:
     results = []
     for resource in request.resources:
         keys = list(resource.configuration_keys) if resource.configuration_keys else None
         try:
             if resource.resource_type == TOPIC_RESOURCE:
+                context.access.require_topic(resource.resource_name)
                 configs = _describe_topic(
                     broker, resource.resource_name, keys, bool(request.include_synonyms)
                 )
             elif resource.resource_type == BROKER_RESOURCE:
+                context.access.require_cluster()
                 configs = _describe_broker(broker, resource.resource_name, keys)
             else:
                 raise InvalidRequestError(f"unsupported resource type {resource.resource_type}")
@@ -407,11 +413,14 @@ async def _alter_broker(broker: Broker, resource: Any, incremental: bool, dry: b
         await broker.store.set_dynamic_broker_configs(current)
 
 
-async def _alter(broker: Broker, request: Any, response_cls: Any, incremental: bool) -> Any:
+async def _alter(
+    broker: Broker, access: Access, request: Any, response_cls: Any, incremental: bool
+) -> Any:
     responses = []
     for resource in request.resources:
         try:
             if resource.resource_type == BROKER_RESOURCE:
+                access.require_cluster()
                 await _alter_broker(broker, resource, incremental, request.validate_only)
                 responses.append(
                     response_cls.AlterConfigsResourceResponse(
@@ -425,6 +434,7 @@ async def _alter(broker: Broker, request: Any, response_cls: Any, incremental: b
             if resource.resource_type != TOPIC_RESOURCE:
                 raise InvalidRequestError(f"unsupported resource type {resource.resource_type}")
             name = resource.resource_name
+            access.require_topic(name)
             state = broker.topic_admin.topic(name)
             if incremental:
                 configs = _incremental(
@@ -459,15 +469,17 @@ async def _alter(broker: Broker, request: Any, response_cls: Any, incremental: b
 
 
 async def handle_alter_configs(
-    broker: Broker, _context: RequestContext, request: AlterConfigsRequest
+    broker: Broker, context: RequestContext, request: AlterConfigsRequest
 ) -> Any:
-    return await _alter(broker, request, AlterConfigsResponse, incremental=False)
+    return await _alter(broker, context.access, request, AlterConfigsResponse, incremental=False)
 
 
 async def handle_incremental_alter_configs(
-    broker: Broker, _context: RequestContext, request: IncrementalAlterConfigsRequest
+    broker: Broker, context: RequestContext, request: IncrementalAlterConfigsRequest
 ) -> Any:
-    return await _alter(broker, request, IncrementalAlterConfigsResponse, incremental=True)
+    return await _alter(
+        broker, context.access, request, IncrementalAlterConfigsResponse, incremental=True
+    )
 
 
 # -- producer ids ------------------------------------------------------------------------

@@ -24,9 +24,10 @@ from partita.protocol.messages import (
     FetchRequestFetchTopic,
 )
 from partita.replication.replica_selector import preferred_read_replica
+from partita.server.access import Access
 from partita.server.broker import Broker
 from partita.server.partition import Partition, PartitionRead, wait_for_any
-from partita.server.request_context import RequestContext
+from partita.server.request_context import RequestContext, fetch_replica_id
 
 # Below this a region is read into the response: sendfile costs a few event-loop turns
 # (wait for the write buffer to empty, then for the socket) that only pay off when big.
@@ -36,15 +37,16 @@ SENDFILE_FROM = 64 * 1024
 class _FetchPass:
     """One attempt at answering a fetch: read every partition once."""
 
-    def __init__(self, broker: Broker, request: FetchRequest, version: int) -> None:
+    def __init__(self, broker: Broker, request: FetchRequest, version: int, access: Access) -> None:
         self.broker = broker
+        self.access = access
         self.request = request
         self.version = version
         self.bytes = 0
         self.errors = False
         self.partitions: list[Partition] = []
         self.budget = request.max_bytes if version >= 3 else 2**31 - 1
-        self.replica = _replica_id(request, version)
+        self.replica = fetch_replica_id(request, version)
         # KIP-392: a consumer (Fetch v11+) may read from a follower, and may be told to.
         self.from_follower = version >= 11 and self.replica < 0
         self.client_rack = request.rack_id if self.from_follower else None
@@ -55,6 +57,8 @@ class _FetchPass:
         topics: list[TopicResult] = []
         for topic in self.request.topics:
             name, topic_id, topic_error = self._resolve(topic)
+            if name is not None and topic_error is None:
+                topic_error = self.access.topic(name) or None
             results = []
             for fp in topic.partitions:
                 result = PartitionResult(fp.partition)
@@ -153,15 +157,6 @@ def _bounds(result: PartitionResult, read: PartitionRead) -> None:
     result.log_start_offset = read.log_start_offset
 
 
-def _replica_id(request: FetchRequest, version: int) -> int:
-    """The fetching broker's id (a follower), or -1 for a consumer: in the request body
-    up to v14, in ReplicaState from v15."""
-    if version >= 15:
-        state = getattr(request, "replica_state", None)
-        return int(state.replica_id) if state is not None else -1
-    return int(request.replica_id)
-
-
 async def handle(
     broker: Broker, context: RequestContext, request: FetchRequest
 ) -> list[bytes | FileRegion]:
@@ -171,9 +166,9 @@ async def handle(
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
     # A follower's fetch is answered by new records (it reads to the log end); a
     # consumer's only once the high watermark lets it read them.
-    follower = _replica_id(request, version) >= 0
+    follower = fetch_replica_id(request, version) >= 0
     while True:
-        attempt = _FetchPass(broker, request, version)
+        attempt = _FetchPass(broker, request, version, context.access)
         topics = attempt.run()
         remaining = deadline - time.monotonic()
         if attempt.bytes >= max(request.min_bytes, 1) or attempt.errors or remaining <= 0:

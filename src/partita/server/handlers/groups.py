@@ -51,6 +51,8 @@ from partita.protocol.messages import (
     OffsetFetchRequest,
     SyncGroupRequest,
 )
+from partita.security.acl import ResourceType
+from partita.server.access import Access
 from partita.server.broker import Broker
 from partita.server.group_service import now_ms
 from partita.server.request_context import RequestContext
@@ -75,6 +77,10 @@ async def handle_find_coordinator(
         by_id = {b.node_id: b for b in broker.store.brokers()}
         found = []
         for key in _keys(context, request):
+            denied = context.access.group(key)
+            if denied:
+                found.append((key, -1, None, denied))
+                continue
             node = by_id.get(broker.groups.coordinator_of(key))
             found.append((key, node.node_id if node else -1, node, NONE if node else 15))
         message = None
@@ -120,7 +126,7 @@ async def handle_join_group(
         member_id=request.member_id or "",
         instance_id=request.group_instance_id if version >= 5 else None,
         client_id=context.client_id or "",
-        client_host="/127.0.0.1",
+        client_host="/" + (context.client_host or "127.0.0.1"),
         session_timeout_ms=request.session_timeout_ms,
         rebalance_timeout_ms=(
             request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms
@@ -227,12 +233,17 @@ def handle_offset_commit(
     retention = request.retention_time_ms if 2 <= version <= 4 else -1
     codes: dict[tuple[str, int], int] = {}
     valid: list[tuple[str, int, CommittedOffset]] = []
+    access = context.access
+    group_denied = access.group(request.group_id or "")
     for topic in request.topics:
         known = broker.store.topics.get(topic.name)
+        denied = group_denied or access.topic(topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
             metadata = p.committed_metadata or ""
-            if known is None or p.partition_index not in known.partitions:
+            if denied:
+                codes[tp] = denied
+            elif known is None or p.partition_index not in known.partitions:
                 codes[tp] = UnknownTopicOrPartitionError.code
             elif len(metadata.encode()) > MAX_METADATA_BYTES:
                 codes[tp] = OffsetMetadataTooLargeError.code
@@ -248,7 +259,9 @@ def handle_offset_commit(
                 )
     # kafka-python decodes a string of length -1 as None even where the schema forbids it.
     group_id: str | None = request.group_id
-    if group_id is None:
+    if group_denied:
+        error, per = NONE, []
+    elif group_id is None:
         error, per = INVALID_GROUP_ID, [INVALID_GROUP_ID] * len(valid)
     else:
         error, per = broker.groups.commit(
@@ -275,18 +288,35 @@ def handle_offset_commit(
     )
 
 
-def _fetch_group(
-    broker: Broker, group_id: str, topics: Any
-) -> list[tuple[str, list[tuple[int, CommittedOffset | None]]]]:
+_Committed = list[tuple[str, list[tuple[int, CommittedOffset | None]]]]
+
+
+def _fetch_group(access: Access, broker: Broker, group_id: str, topics: Any) -> _Committed:
+    """A group's committed offsets, of the topics asked for or of all it has; topics
+    the principal may not DESCRIBE are left out of "all", and refused when asked for
+    (``_refused_topics``)."""
     committed = broker.groups.core.committed(group_id)
     if topics is None:
         by_topic: dict[str, list[tuple[int, CommittedOffset | None]]] = {}
         for (t, p), value in sorted(committed.items()):
-            by_topic.setdefault(t, []).append((p, value))
+            if not access.topic(t):
+                by_topic.setdefault(t, []).append((p, value))
         return list(by_topic.items())
     return [
-        (t.name, [(p, committed.get((t.name, p))) for p in t.partition_indexes]) for t in topics
+        (t.name, [(p, committed.get((t.name, p))) for p in t.partition_indexes])
+        for t in topics
+        if not access.topic(t.name)
     ]
+
+
+def _refused_topics(access: Access, topics: Any) -> dict[str, tuple[list[int], int]]:
+    """The topics asked for that the principal may not DESCRIBE: partitions, code."""
+    refused: dict[str, tuple[list[int], int]] = {}
+    for t in topics or ():
+        code = access.topic(t.name)
+        if code:
+            refused[t.name] = (list(t.partition_indexes), code)
+    return refused
 
 
 _FGroup = OffsetFetchResponse.OffsetFetchResponseGroup
@@ -299,10 +329,27 @@ _FPartition = _FTopic.OffsetFetchResponsePartition
 def _committed_entries(
     topic_cls: Any,
     partition_cls: Any,
-    entries: list[tuple[str, list[tuple[int, CommittedOffset | None]]]],
+    entries: _Committed,
+    refused: dict[str, tuple[list[int], int]] | None = None,
 ) -> list[Any]:
     """OffsetFetch topics; -1 and empty metadata where nothing is committed."""
-    return [
+    denied = [
+        topic_cls(
+            name=name,
+            partitions=[
+                partition_cls(
+                    partition_index=p,
+                    committed_offset=-1,
+                    committed_leader_epoch=-1,
+                    metadata="",
+                    error_code=code,
+                )
+                for p in indexes
+            ],
+        )
+        for name, (indexes, code) in (refused or {}).items()
+    ]
+    return denied + [
         topic_cls(
             name=name,
             partitions=[
@@ -323,29 +370,43 @@ def _committed_entries(
 def handle_offset_fetch(
     broker: Broker, context: RequestContext, request: OffsetFetchRequest
 ) -> Any:
+    access = context.access
     if context.api_version >= 8:
-        groups = [
-            _FGroup(
-                group_id=g.group_id,
-                error_code=NONE,
-                topics=_committed_entries(
-                    _FGroupTopic, _FGroupPartition, _fetch_group(broker, g.group_id, g.topics)
-                ),
+        groups = []
+        for g in request.groups:
+            code = access.group(g.group_id)
+            if not code and not broker.groups.coordinates(g.group_id):
+                code = NotCoordinatorError.code
+            if code:
+                groups.append(_FGroup(group_id=g.group_id, error_code=code, topics=[]))
+                continue
+            entries = _fetch_group(access, broker, g.group_id, g.topics)
+            refused = _refused_topics(access, g.topics)
+            groups.append(
+                _FGroup(
+                    group_id=g.group_id,
+                    error_code=NONE,
+                    topics=_committed_entries(_FGroupTopic, _FGroupPartition, entries, refused),
+                )
             )
-            if broker.groups.coordinates(g.group_id)
-            else _FGroup(group_id=g.group_id, error_code=NotCoordinatorError.code, topics=[])
-            for g in request.groups
-        ]
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-    if not broker.groups.coordinates(request.group_id):
+    code = access.group(request.group_id)
+    if code and context.api_version < 2:
+        # Version 1 has no top-level error: every partition asked about carries it.
+        refused = {t.name: (list(t.partition_indexes), code) for t in request.topics or ()}
         return OffsetFetchResponse(
-            throttle_time_ms=0, error_code=NotCoordinatorError.code, topics=[]
+            throttle_time_ms=0, topics=_committed_entries(_FTopic, _FPartition, [], refused)
         )
-    entries = _fetch_group(broker, request.group_id, request.topics)
+    if not code and not broker.groups.coordinates(request.group_id):
+        code = NotCoordinatorError.code
+    if code:
+        return OffsetFetchResponse(throttle_time_ms=0, error_code=code, topics=[])
+    entries = _fetch_group(access, broker, request.group_id, request.topics)
+    refused = _refused_topics(access, request.topics)
     return OffsetFetchResponse(
         throttle_time_ms=0,
         error_code=NONE,
-        topics=_committed_entries(_FTopic, _FPartition, entries),
+        topics=_committed_entries(_FTopic, _FPartition, entries, refused),
     )
 
 
@@ -356,9 +417,14 @@ def handle_list_groups(broker: Broker, context: RequestContext, request: ListGro
     version = context.api_version
     states = {s.strip().lower() for s in request.states_filter} if version >= 4 else set()
     types = {t.strip().lower() for t in request.types_filter} if version >= 5 else set()
+    access = context.access
+    # DESCRIBE on the cluster lists every group; else those the principal may DESCRIBE.
+    every_group = not access.cluster()
     listed = []
     for group in broker.groups.core.groups.values():
         if states and group.state.value.lower() not in states:
+            continue
+        if not every_group and access.group(group.group_id):
             continue
         if types and "classic" not in types:
             continue
@@ -381,8 +447,28 @@ def handle_describe_groups(
     broker: Broker, context: RequestContext, request: DescribeGroupsRequest
 ) -> Any:
     out = []
+    access = context.access
+    with_operations = context.api_version >= 3 and request.include_authorized_operations
     for group_id in request.groups:
+        denied = access.group(group_id)
         group = broker.groups.core.groups.get(group_id)
+        if denied:
+            out.append(
+                _Described(
+                    error_code=denied,
+                    error_message=None,
+                    group_id=group_id,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                    authorized_operations=None,
+                )
+            )
+            continue
+        operations = (
+            access.authorized_operations(ResourceType.GROUP, group_id) if with_operations else None
+        )
         if group is None:
             # A group nobody knows is Dead; from v6 on Kafka also says GROUP_ID_NOT_FOUND
             # (KIP-1043), and kafka-consumer-groups reports it as such.
@@ -401,7 +487,7 @@ def handle_describe_groups(
                     protocol_type="",
                     protocol_data="",
                     members=[],
-                    authorized_operations=None,
+                    authorized_operations=operations,
                 )
             )
             continue
@@ -426,19 +512,22 @@ def handle_describe_groups(
                 protocol_type=group.protocol_type or "",
                 protocol_data=(group.protocol_name or "") if stable else "",
                 members=members,
-                authorized_operations=None,
+                authorized_operations=operations,
             )
         )
     return DescribeGroupsResponse(throttle_time_ms=0, groups=out)
 
 
 def handle_delete_groups(
-    broker: Broker, _context: RequestContext, request: DeleteGroupsRequest
+    broker: Broker, context: RequestContext, request: DeleteGroupsRequest
 ) -> Any:
+    def deleted(group_id: str) -> int:
+        if not group_id:
+            return INVALID_GROUP_ID
+        return context.access.group(group_id) or broker.groups.delete_group(group_id)
+
     results = [
-        DeleteGroupsResponse.DeletableGroupResult(
-            group_id=g, error_code=broker.groups.delete_group(g) if g else INVALID_GROUP_ID
-        )
+        DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=deleted(g))
         for g in request.groups_names
     ]
     return DeleteGroupsResponse(throttle_time_ms=0, results=results)
@@ -449,12 +538,24 @@ _DelPartition = _DelTopic.OffsetDeleteResponsePartition
 
 
 def handle_offset_delete(
-    broker: Broker, _context: RequestContext, request: OffsetDeleteRequest
+    broker: Broker, context: RequestContext, request: OffsetDeleteRequest
 ) -> Any:
-    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    refused = {
+        (t.name, p.partition_index): code
+        for t in request.topics
+        if (code := context.access.topic(t.name))
+        for p in t.partitions
+    }
+    wanted = [
+        (t.name, p.partition_index)
+        for t in request.topics
+        for p in t.partitions
+        if (t.name, p.partition_index) not in refused
+    ]
     error, results = broker.groups.delete_offsets(request.group_id, wanted)
     if error != NONE:
         return OffsetDeleteResponse(error_code=error, throttle_time_ms=0, topics=[])
+    results = {**refused, **results}
     topics: dict[str, list[Any]] = {}
     for (t, p), code in results.items():
         topics.setdefault(t, []).append(_DelPartition(partition_index=p, error_code=code))

@@ -53,7 +53,12 @@ async def handle_elect_leaders(
         if request.topic_partitions is None
         else [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
     )
+    denied = context.access.cluster()
     try:
+        if denied:
+            # Every partition asked about carries the refusal (v0 has no top-level error).
+            results = dict.fromkeys(wanted or [], denied)
+            return _elected(results, error_code=denied)
         results = await _controller(broker).elect_leaders(kind, wanted)
     except KafkaError as exc:
         return ElectLeadersResponse(
@@ -63,6 +68,10 @@ async def handle_elect_leaders(
         # Asked for every partition, Kafka's controller answers only for those it tried
         # to elect: the ones whose leader is already right are left out.
         results = {k: code for k, code in results.items() if code != ELECTION_NOT_NEEDED}
+    return _elected(results, error_code=0)
+
+
+def _elected(results: dict[tuple[str, int], int], error_code: int) -> Any:
     by_topic: dict[str, list[Any]] = {}
     for (topic, index), code in sorted(results.items()):
         by_topic.setdefault(topic, []).append(
@@ -72,7 +81,7 @@ async def handle_elect_leaders(
         )
     return ElectLeadersResponse(
         throttle_time_ms=0,
-        error_code=0,
+        error_code=error_code,
         replica_election_results=[
             ElectLeadersResponse.ReplicaElectionResult(topic=t, partition_result=ps)
             for t, ps in by_topic.items()

@@ -20,6 +20,9 @@ _Partition = _Topic.DescribeLogDirsPartition
 def handle_describe_log_dirs(
     broker: Broker, context: RequestContext, request: DescribeLogDirsRequest
 ) -> Any:
+    denied = context.access.cluster()
+    if denied:  # versions 1-2 cannot say why: they get no directories, as from Kafka
+        return DescribeLogDirsResponse(throttle_time_ms=0, error_code=denied, results=[])
     wanted: dict[str, set[int]] | None = (
         None if request.topics is None else {t.topic: set(t.partitions) for t in request.topics}
     )

@@ -15,10 +15,12 @@ from partita.errors import (
     KafkaError,
     LeaderNotAvailableError,
     TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
     error_code,
 )
 from partita.protocol.messages import DescribeClusterRequest, MetadataRequest
+from partita.security.acl import CLUSTER_NAME, ResourceType
 from partita.server.broker import Broker
 from partita.server.request_context import RequestContext
 
@@ -78,8 +80,14 @@ async def handle(broker: Broker, context: RequestContext, request: MetadataReque
     entries: list[Any] = []
     brokers = broker.store.brokers()
     offline = broker.replicas.offline_replicas()
+    access = context.access
     if all_topics or requested is None:
-        entries = [_topic_entry(t, offline) for _, t in sorted(broker.store.topics.items())]
+        # Topics the principal may not DESCRIBE are left out, as if they did not exist.
+        entries = [
+            _topic_entry(t, offline)
+            for name, t in sorted(broker.store.topics.items())
+            if not access.topic(name)
+        ]
     else:
         for wanted in requested:
             name = wanted.name
@@ -89,6 +97,10 @@ async def handle(broker: Broker, context: RequestContext, request: MetadataReque
                 except KafkaError as exc:
                     entries.append(_error_entry(None, error_code(exc), wanted.topic_id))
                     continue
+            denied = access.topic(name)
+            if denied:  # exists or not: an unauthorized client learns neither
+                entries.append(_error_entry(name, denied))
+                continue
             topic = broker.store.topics.get(name)
             if topic is None:
                 if valid_topic_name(name) is not None:
@@ -96,6 +108,9 @@ async def handle(broker: Broker, context: RequestContext, request: MetadataReque
                     continue
                 if not auto_create:
                     entries.append(_error_entry(name, UnknownTopicOrPartitionError.code))
+                    continue
+                if not access.may_create_topic(name):
+                    entries.append(_error_entry(name, TopicAuthorizationFailedError.code))
                     continue
                 try:
                     topic = await broker.topic_admin.create(name)
@@ -112,6 +127,15 @@ async def handle(broker: Broker, context: RequestContext, request: MetadataReque
                     entries.append(_error_entry(name, error_code(exc)))
                     continue
             entries.append(_topic_entry(topic, offline))
+    if version >= 8 and request.include_topic_authorized_operations:
+        for entry in entries:
+            if not entry.error_code:
+                entry.authorized_operations = access.authorized_operations(
+                    ResourceType.TOPIC, entry.name
+                )
+    cluster_operations = NO_AUTHORIZED_OPERATIONS
+    if 8 <= version <= 10 and request.include_cluster_authorized_operations:
+        cluster_operations = access.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[
@@ -120,14 +144,17 @@ async def handle(broker: Broker, context: RequestContext, request: MetadataReque
         cluster_id=broker.cluster_id,
         controller_id=broker.store.controller_id,
         topics=entries,
-        authorized_operations=None,
+        authorized_operations=cluster_operations,
         error_code=0,
     )
 
 
 def handle_describe_cluster(
-    broker: Broker, _context: RequestContext, _request: DescribeClusterRequest
+    broker: Broker, context: RequestContext, request: DescribeClusterRequest
 ) -> Any:
+    operations = NO_AUTHORIZED_OPERATIONS
+    if request.include_cluster_authorized_operations:
+        operations = context.access.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
     return DescribeClusterResponse(
         throttle_time_ms=0,
         error_code=0,
@@ -145,5 +172,5 @@ def handle_describe_cluster(
             )
             for b in broker.store.brokers()
         ],
-        authorized_operations=None,
+        authorized_operations=operations,
     )

@@ -30,8 +30,10 @@ _LTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 _LPartition = _LTopic.ListOffsetsPartitionResponse
 
 
-def _list_one(broker: Broker, version: int, client: bool, topic: str, p: Any) -> Any:
+def _list_one(context: RequestContext, broker: Broker, client: bool, topic: str, p: Any) -> Any:
+    version = context.api_version
     try:
+        context.access.require_topic(topic)
         epoch = p.current_leader_epoch if version >= 4 else -1
         partition = broker.replicas.leader_partition(topic, p.partition_index, epoch)
         listed = partition.offset_for(p.timestamp, for_client=client)
@@ -64,12 +66,11 @@ def _list_one(broker: Broker, version: int, client: bool, topic: str, p: Any) ->
 def handle_list_offsets(
     broker: Broker, context: RequestContext, request: ListOffsetsRequest
 ) -> Any:
-    version = context.api_version
     client = request.replica_id < 0  # followers ask too (their log start), and get the truth
     topics = [
         _LTopic(
             name=t.name,
-            partitions=[_list_one(broker, version, client, t.name, p) for p in t.partitions],
+            partitions=[_list_one(context, broker, client, t.name, p) for p in t.partitions],
         )
         for t in request.topics
     ]
@@ -80,8 +81,14 @@ _DTopic = DeleteRecordsResponse.DeleteRecordsTopicResult
 _DPartition = _DTopic.DeleteRecordsPartitionResult
 
 
-def _delete_one(broker: Broker, topic: str, p: DeleteRecordsRequestDeleteRecordsPartition) -> Any:
+def _delete_one(
+    context: RequestContext,
+    broker: Broker,
+    topic: str,
+    p: DeleteRecordsRequestDeleteRecordsPartition,
+) -> Any:
     try:
+        context.access.require_topic(topic)
         partition = broker.replicas.leader_partition(topic, p.partition_index)
         low, code = partition.delete_records(p.offset), 0
     except KafkaError as exc:
@@ -90,10 +97,12 @@ def _delete_one(broker: Broker, topic: str, p: DeleteRecordsRequestDeleteRecords
 
 
 def handle_delete_records(
-    broker: Broker, _context: RequestContext, request: DeleteRecordsRequest
+    broker: Broker, context: RequestContext, request: DeleteRecordsRequest
 ) -> Any:
     topics = [
-        _DTopic(name=t.name, partitions=[_delete_one(broker, t.name, p) for p in t.partitions])
+        _DTopic(
+            name=t.name, partitions=[_delete_one(context, broker, t.name, p) for p in t.partitions]
+        )
         for t in request.topics
     ]
     return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
@@ -104,9 +113,13 @@ _EPartition = _ETopic.EpochEndOffset
 
 
 def _epoch_end(
-    broker: Broker, topic: str, p: OffsetForLeaderEpochRequestOffsetForLeaderPartition
+    context: RequestContext,
+    broker: Broker,
+    topic: str,
+    p: OffsetForLeaderEpochRequestOffsetForLeaderPartition,
 ) -> Any:
     try:
+        context.access.require_topic(topic)
         partition = broker.replicas.leader_partition(topic, p.partition, p.current_leader_epoch)
         (epoch, end), code = partition.end_offset_for_epoch(p.leader_epoch), 0
     except KafkaError as exc:
@@ -115,10 +128,13 @@ def _epoch_end(
 
 
 def handle_offset_for_leader_epoch(
-    broker: Broker, _context: RequestContext, request: OffsetForLeaderEpochRequest
+    broker: Broker, context: RequestContext, request: OffsetForLeaderEpochRequest
 ) -> Any:
     topics = [
-        _ETopic(topic=t.topic, partitions=[_epoch_end(broker, t.topic, p) for p in t.partitions])
+        _ETopic(
+            topic=t.topic,
+            partitions=[_epoch_end(context, broker, t.topic, p) for p in t.partitions],
+        )
         for t in request.topics
     ]
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

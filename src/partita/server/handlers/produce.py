@@ -135,6 +135,12 @@ def handle(broker: Broker, context: RequestContext, request: ProduceRequestBody)
     replicating: list[_Replicating] = []
     for t, topic_data in enumerate(request.topic_data):
         partitions = []
+        denied = context.access.topic(topic_data.name)
+        if denied:
+            message = f"not authorized to write to topic {topic_data.name}"
+            partitions = [_refused(p.index, denied, message) for p in topic_data.partition_data]
+            responses.append(_Topic(name=topic_data.name, partition_responses=partitions))
+            continue
         for slot, p in enumerate(topic_data.partition_data):
             answer, pending = _append_one(
                 broker, request, topic_data.name, p.index, p.records, internal_allowed

@@ -141,11 +141,14 @@ def upserted_credential(
 
 
 async def handle_alter_user_scram_credentials(
-    broker: Broker, _context: RequestContext, request: AlterUserScramCredentialsRequest
+    broker: Broker, context: RequestContext, request: AlterUserScramCredentialsRequest
 ) -> Any:
     named = [(d.name, d.mechanism) for d in request.deletions]
     named += [(u.name, u.mechanism) for u in request.upsertions]
     errors: dict[str, tuple[int, str]] = {}
+    denied = context.access.cluster()
+    if denied:
+        errors = {user: (denied, "not authorized to alter credentials") for user, _ in named}
     for (user, _mechanism), times in Counter(named).items():
         if times > 1:
             errors[user] = (

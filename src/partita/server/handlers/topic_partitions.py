@@ -75,13 +75,13 @@ def plan_page(
     return page, None
 
 
-def handle(
-    broker: Broker, _context: RequestContext, request: DescribeTopicPartitionsRequest
-) -> Any:
+def handle(broker: Broker, context: RequestContext, request: DescribeTopicPartitionsRequest) -> Any:
     store = broker.store
+    access = context.access
     wanted = sorted({t.name for t in request.topics})
     every_topic = not wanted
-    names = sorted(store.topics) if every_topic else wanted
+    # Listing every topic leaves out those the principal may not DESCRIBE.
+    names = sorted(n for n in store.topics if not access.topic(n)) if every_topic else wanted
     cursor = None
     if request.cursor is not None:
         cursor = (request.cursor.topic_name, request.cursor.partition_index)
@@ -100,6 +100,10 @@ def handle(
     offline_replicas = broker.replicas.offline_replicas()
     topics = []
     for entry in page:
+        denied = access.topic(entry.topic)
+        if denied:
+            topics.append(_error_topic(entry.topic, denied))
+            continue
         topic = store.topics.get(entry.topic)
         if topic is None or entry.partitions is None:
             illegal = valid_topic_name(entry.topic) is not None

@@ -1,0 +1,292 @@
+"""ACL authorization (#28) with real clients, on a broker with the authorizer on and a
+SASL_PLAINTEXT listener (PLAIN users admin, a super user; alice; bob).
+
+- CreateAcls / DescribeAcls / DeleteAcls through confluent-kafka's admin client; only a
+  principal allowed ALTER on the cluster may create or delete them.
+- A user with READ on one topic and its group reads that topic, and neither reads
+  another nor writes either; Metadata does not even show the other topic.
+- A group needs its own ACL; deny beats allow; prefixed ACLs cover every name they start.
+- A denied request leaves a log line naming principal and address, and the broker serves on.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+from kafka import KafkaAdminClient
+from kafka.admin import (
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    ResourcePatternFilter,
+)
+from kafka.admin import ResourceType as KafkaPythonResourceType
+from kafka.errors import ClusterAuthorizationFailedError
+
+from tests.integration.conftest import BrokerProcess
+from tests.integration.test_sasl import client_config
+
+JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="admin" password="admin-secret" user_admin="admin-secret" '
+    'user_alice="alice-secret" user_bob="bob-secret";'
+)
+SETTINGS = {
+    "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+    "sasl.enabled.mechanisms": "PLAIN",
+    "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:admin",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    broker = BrokerProcess(tmp_path_factory.mktemp("acls") / "data", SETTINGS)
+    broker.start()
+    yield broker
+    broker.close()
+
+
+def admin_of(broker: BrokerProcess, user: str = "admin") -> AdminClient:
+    return AdminClient(client_config(broker, user, f"{user}-secret"))
+
+
+def allow(
+    principal: str,
+    name: str,
+    operation: AclOperation,
+    resource: ResourceType = ResourceType.TOPIC,
+    pattern: ResourcePatternType = ResourcePatternType.LITERAL,
+    permission: AclPermissionType = AclPermissionType.ALLOW,
+) -> AclBinding:
+    return AclBinding(resource, name, pattern, principal, "*", operation, permission)
+
+
+def create_acls(admin: AdminClient, *bindings: AclBinding) -> None:
+    for future in admin.create_acls(list(bindings)).values():
+        future.result(timeout=15)
+
+
+def topics(broker: BrokerProcess, *names: str) -> None:
+    admin = admin_of(broker)
+    for future in admin.create_topics([NewTopic(n, 1, 1) for n in names]).values():
+        future.result(timeout=15)
+    producer = Producer(client_config(broker, "admin", "admin-secret"))
+    for name in names:
+        producer.produce(name, value=f"{name}-record".encode())
+    assert producer.flush(15) == 0
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def produce_error(config: dict[str, Any], topic: str) -> int | None:
+    """The delivery error code of one record (None: delivered)."""
+    outcome: list[int | None] = []
+    producer = Producer({**config, "message.timeout.ms": 10000})
+    producer.produce(
+        topic,
+        value=b"x",
+        on_delivery=lambda err, _msg: outcome.append(err.code() if err else None),
+    )
+    producer.flush(15)
+    return outcome[0]
+
+
+def consume_error(config: dict[str, Any], topic: str, group: str) -> tuple[list[bytes], int | None]:
+    """What a group member of ``group`` reads from ``topic``: values, or the error."""
+    consumer = Consumer(
+        {**config, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    )
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 20
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error():
+                return values, message.error().code()
+            values.append(message.value())
+            return values, None
+    finally:
+        consumer.close()
+    return values, None
+
+
+def test_acls_are_created_described_and_deleted_by_whom_may(secured: BrokerProcess) -> None:
+    admin = admin_of(secured)
+    topic = unique("described")
+    create_acls(
+        admin,
+        allow("User:alice", topic, AclOperation.READ),
+        allow("User:alice", topic + "-", AclOperation.WRITE, pattern=ResourcePatternType.PREFIXED),
+    )
+    everything = AclBindingFilter(
+        ResourceType.ANY,
+        None,
+        ResourcePatternType.ANY,
+        "User:alice",
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    found = admin.describe_acls(everything).result(timeout=15)
+    mine = {(b.name, b.operation, b.resource_pattern_type) for b in found}
+    assert (topic, AclOperation.READ, ResourcePatternType.LITERAL) in mine
+    assert (topic + "-", AclOperation.WRITE, ResourcePatternType.PREFIXED) in mine
+
+    # MATCH: every binding that applies to a name, literal and prefixed alike.
+    match = AclBindingFilter(
+        ResourceType.TOPIC,
+        topic + "-x",
+        ResourcePatternType.MATCH,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    applying = admin.describe_acls(match).result(timeout=15)
+    assert [(b.name, b.operation) for b in applying] == [(topic + "-", AclOperation.WRITE)]
+
+    # alice may not change ACLs (ALTER on the cluster is the admin's).
+    alice = admin_of(secured, "alice")
+    with pytest.raises(KafkaException) as refused:
+        create_acls(alice, allow("User:alice", "*", AclOperation.ALL))
+    assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    # (librdkafka 2.16 reports a refused DescribeAcls as an empty list; kafka-python
+    # raises the error the broker sent.)
+    kafka_python = KafkaAdminClient(
+        bootstrap_servers=secured.bootstrap,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_plain_username="alice",
+        sasl_plain_password="alice-secret",
+    )
+    try:
+        with pytest.raises(ClusterAuthorizationFailedError):
+            kafka_python.describe_acls(
+                ACLFilter(
+                    principal=None,
+                    host="*",
+                    operation=ACLOperation.ANY,
+                    permission_type=ACLPermissionType.ANY,
+                    resource_pattern=ResourcePatternFilter(
+                        KafkaPythonResourceType.ANY, None, ACLResourcePatternType.ANY
+                    ),
+                )
+            )
+    finally:
+        kafka_python.close()
+
+    exact = AclBindingFilter(
+        ResourceType.TOPIC,
+        topic,
+        ResourcePatternType.LITERAL,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    deleted = next(iter(admin.delete_acls([exact]).values())).result(timeout=15)
+    assert [(b.name, b.operation) for b in deleted] == [(topic, AclOperation.READ)]
+    left = admin.describe_acls(everything).result(timeout=15)
+    assert topic not in {b.name for b in left}
+    assert topic + "-" in {b.name for b in left}
+
+
+def test_a_reader_of_one_topic_reads_it_and_nothing_else(secured: BrokerProcess) -> None:
+    mine, other, group = unique("mine"), unique("other"), unique("readers")
+    topics(secured, mine, other)
+    alice = client_config(secured, "alice", "alice-secret")
+    # Before any ACL names it, nothing is allowed (allow.everyone.if.no.acl.found=false).
+    assert consume_error(alice, mine, group)[1] in (
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+    )
+    create_acls(
+        admin_of(secured),
+        allow("User:alice", mine, AclOperation.READ),
+        allow("User:alice", group, AclOperation.READ, resource=ResourceType.GROUP),
+    )
+    assert consume_error(alice, mine, group) == ([f"{mine}-record".encode()], None)
+    _, error = consume_error(alice, other, group)
+    assert error == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert produce_error(alice, mine) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert produce_error(alice, other) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+    # Metadata shows alice only what she may describe; the admin sees both.
+    listed = set(admin_of(secured, "alice").list_topics(timeout=15).topics)
+    assert mine in listed and other not in listed
+    assert {mine, other} <= set(admin_of(secured).list_topics(timeout=15).topics)
+
+    # A group needs its own ACL: the same topic through another group is refused.
+    _, error = consume_error(alice, mine, unique("not-hers"))
+    assert error == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+    # bob has nothing at all.
+    bob = client_config(secured, "bob", "bob-secret")
+    assert produce_error(bob, mine) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    logs = secured.logs()
+    assert "authorization denied" in logs
+    assert "User:bob" in logs and "127.0.0.1" in logs
+
+
+def test_deny_beats_allow_and_prefixes_cover_names(secured: BrokerProcess) -> None:
+    team = unique("team") + "-"
+    open_topic, secret = team + "orders", team + "secret"
+    topics(secured, open_topic, secret)
+    prefixed = ResourcePatternType.PREFIXED
+    create_acls(
+        admin_of(secured),
+        allow("User:bob", team, AclOperation.ALL, pattern=prefixed),
+        allow("User:bob", secret, AclOperation.WRITE, permission=AclPermissionType.DENY),
+    )
+    bob = client_config(secured, "bob", "bob-secret")
+    assert produce_error(bob, open_topic) is None
+    assert produce_error(bob, secret) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # The DENY names WRITE only: bob still reads the secret topic.
+    consumer = Consumer({**bob, "group.id": "unused", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(secret, 0, 0)])
+    try:
+        message = None
+        deadline = time.monotonic() + 15
+        while message is None and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+        assert message is not None and not message.error(), message
+        assert message.value() == f"{secret}-record".encode()
+    finally:
+        consumer.close()
+    # A name outside the prefix is not covered.
+    assert produce_error(bob, unique("elsewhere")) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_acls_need_an_authorizer(broker_factory: type[BrokerProcess]) -> None:
+    """Without authorizer.class.name, Kafka's SECURITY_DISABLED: nothing stored that
+    nobody would enforce."""
+    broker = broker_factory({})
+    broker.start()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    with pytest.raises(KafkaException) as refused:
+        create_acls(admin, allow("User:alice", "t", AclOperation.READ))
+    assert refused.value.args[0].code() == KafkaError.SECURITY_DISABLED
