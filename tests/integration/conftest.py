@@ -26,6 +26,7 @@ class BrokerProcess:
         self.settings = dict(settings or {})
         self.extra_args = list(extra_args or [])
         self.port = 0
+        self.ports: dict[str, int] = {}
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
 
@@ -60,7 +61,13 @@ class BrokerProcess:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"broker not ready after {timeout}s:\n{self.logs()}")
             time.sleep(0.05)
-        self.port = int(ready.read_text().strip().rpartition(":")[2])
+        first, *named = ready.read_text().splitlines()
+        self.port = int(first.rpartition(":")[2])
+        # Every listener's port by name (the first line is the first listener's address).
+        self.ports = {
+            name: int(address.rpartition(":")[2])
+            for name, _, address in (line.partition(" ") for line in named)
+        }
 
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM and wait: the clean shutdown path."""

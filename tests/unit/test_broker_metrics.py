@@ -8,8 +8,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from partita.server.broker import Broker, Listener
-from partita.server.config import BrokerConfig
+from partita.server.broker import Broker
+from partita.server.config import BrokerConfig, ListenerSpec
 
 
 def samples(broker: Broker) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -27,7 +27,9 @@ def run_alone(tmp_path: Path, body: Callable[[Broker], Awaitable[None]]) -> None
 
     async def run() -> None:
         broker = Broker(
-            BrokerConfig.from_sources(), tmp_path, Listener("127.0.0.1", 9092)
+            BrokerConfig.from_sources(),
+            tmp_path,
+            [ListenerSpec("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 9092)],
         )  # registered, never listened on
         await broker.cluster.connect()
         broker.startup()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,7 @@ from partita.client.cluster import (
 )
 from partita.client.error_names import describe_error_code
 from partita.client.group_admin import GroupDescription, GroupListing
+from partita.client.security import ClientSecurity
 from partita.errors import KafkaError
 
 TOPIC_RESOURCE = 2
@@ -90,8 +92,9 @@ class AsyncAdmin:
         self,
         bootstrap_servers: str | list[str] = "127.0.0.1:9092",
         client_id: str = "partita-admin",
+        security: ClientSecurity | Mapping[str, str] | None = None,
     ) -> None:
-        self.cluster = Cluster(bootstrap_servers, client_id)
+        self.cluster = Cluster(bootstrap_servers, client_id, security=security)
 
     async def start(self) -> None:
         await self.cluster.refresh([])

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from partita.client.bootstrap import parse_bootstrap
 from partita.client.connection import BrokerConnection, ConnectionLostError
 from partita.client.error_names import describe_error_code
+from partita.client.security import ClientSecurity
 from partita.cluster.model import valid_topic_name
 from partita.errors import (
     InvalidTopicError,
@@ -69,8 +71,15 @@ class Cluster:
         client_id: str = "partita",
         metadata_max_age_ms: int = 300_000,
         max_block_ms: int = 60_000,
+        security: ClientSecurity | Mapping[str, str] | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
+        # TLS and the SASL login of every connection (client/security.py).
+        self.security = (
+            security
+            if isinstance(security, ClientSecurity)
+            else ClientSecurity.from_config(security or {})
+        )
         self.metadata_max_age = metadata_max_age_ms / 1000
         self.max_block = max_block_ms / 1000
         self._refreshed: dict[str, float] = {}
@@ -91,7 +100,7 @@ class Cluster:
             return self._bootstrap_connection
         errors = []
         for host, port in self.bootstrap:
-            connection = BrokerConnection(host, port, self.client_id)
+            connection = BrokerConnection(host, port, self.client_id, security=self.security)
             try:
                 await connection.connect()
             except OSError as exc:
@@ -113,7 +122,7 @@ class Cluster:
                 # A partition without a leader (-1), or a broker the metadata no longer lists.
                 raise LeaderNotAvailableError(f"broker {node_id} is not in the cluster's metadata")
             host, port = self.brokers[node_id]
-            connection = BrokerConnection(host, port, self.client_id)
+            connection = BrokerConnection(host, port, self.client_id, security=self.security)
             await connection.connect()
             self._connections[node_id] = connection
             if existing is not None:

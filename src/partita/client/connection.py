@@ -22,9 +22,13 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from partita.errors import KafkaError
+from partita.client.security import ClientSecurity
+from partita.errors import KafkaError, SaslAuthenticationFailedError
 from partita.protocol.frames import FrameReceiver
 from partita.protocol.wire import skip_tagged_fields
+from partita.security.scram import ScramClient
+
+PLAINTEXT = ClientSecurity()
 
 
 class ConnectionLostError(KafkaError):
@@ -148,8 +152,14 @@ def _response_body_start(frame: memoryview, api_key: int, flexible: bool) -> int
 
 class BrokerConnection:
     def __init__(
-        self, host: str, port: int, client_id: str = "partita", request_timeout_ms: int = 330_000
+        self,
+        host: str,
+        port: int,
+        client_id: str = "partita",
+        request_timeout_ms: int = 330_000,
+        security: ClientSecurity | None = None,
     ) -> None:
+        self.security = security or PLAINTEXT
         # Long enough for a JoinGroup parked through a full rebalance (5 min by default).
         self.request_timeout = request_timeout_ms / 1000
         self.host = host
@@ -164,13 +174,56 @@ class BrokerConnection:
         self.closed = False
 
     async def connect(self, timeout: float = 10.0) -> None:
+        """Connect (through TLS on an SSL listener) and, on a SASL listener, log in
+        before anything else is sent."""
         loop = asyncio.get_running_loop()
+        tls = self.security.tls
         async with asyncio.timeout(timeout):
             _transport, protocol = await loop.create_connection(
-                lambda: ResponseFrames(self._on_frame), self.host, self.port
+                lambda: ResponseFrames(self._on_frame),
+                self.host,
+                self.port,
+                ssl=tls,
+                server_hostname=self.host if tls is not None else None,
             )
-        self._protocol = protocol
-        protocol.lost.add_done_callback(self._on_lost)
+            self._protocol = protocol
+            protocol.lost.add_done_callback(self._on_lost)
+            if self.security.sasl:
+                try:
+                    await self._log_in()
+                except BaseException:
+                    await self.close()
+                    raise
+
+    async def _log_in(self) -> None:
+        """SaslHandshake v1, then the mechanism's tokens in SaslAuthenticate v2."""
+        from kafka.protocol.sasl import (  # noqa: PLC0415  (only secured clients pay)
+            SaslAuthenticateRequest,
+            SaslHandshakeRequest,
+        )
+
+        security = self.security
+        handshake = await self.request(SaslHandshakeRequest[1](mechanism=security.mechanism))
+        if handshake.error_code:
+            raise SaslAuthenticationFailedError(
+                f"{self.host}:{self.port} does not offer {security.mechanism} "
+                f"(it offers {', '.join(handshake.mechanisms) or 'nothing'})"
+            )
+
+        async def exchange(token: bytes) -> bytes:
+            answer = await self.request(SaslAuthenticateRequest[2](auth_bytes=token))
+            if answer.error_code:
+                raise SaslAuthenticationFailedError(
+                    f"{self.host}:{self.port}: {answer.error_message or 'login refused'}"
+                )
+            return bytes(answer.auth_bytes or b"")
+
+        if security.mechanism == "PLAIN":
+            await exchange(f"\0{security.username}\0{security.password}".encode())
+            return
+        scram = ScramClient(security.mechanism, security.username, security.password)
+        server_first = await exchange(scram.first())
+        scram.verify(await exchange(scram.final(server_first)))
 
     async def request(
         self,

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,7 @@ from partita.client.cluster import Cluster
 from partita.client.connection import ConnectionLostError
 from partita.client.error_names import describe_error_code
 from partita.client.fetched_records import ConsumerRecord, read_batches
+from partita.client.security import ClientSecurity
 from partita.errors import (
     KafkaError,
     LeaderNotAvailableError,
@@ -119,6 +120,7 @@ class AsyncConsumer:
         group_instance_id: str | None = None,
         check_crcs: bool = True,
         client_rack: str | None = None,
+        security: ClientSecurity | Mapping[str, str] | None = None,
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset must be earliest, latest or none")
@@ -129,7 +131,7 @@ class AsyncConsumer:
         self.max_partition_fetch_bytes = max_partition_fetch_bytes
         self.isolation = 1 if isolation_level == "read_committed" else 0
         self.client_rack = client_rack
-        self.cluster = Cluster(bootstrap_servers, client_id)
+        self.cluster = Cluster(bootstrap_servers, client_id, security=security)
         self._partitions: dict[TopicPartition, _PartitionState] = {}
         self._chunks: deque[_Chunk] = deque()
         # The fetch in flight, started as soon as the buffer runs dry so that the next

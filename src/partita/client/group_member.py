@@ -80,7 +80,9 @@ async def find_coordinator(cluster: Cluster, group_id: str) -> BrokerConnection:
     response = await connection.request(FindCoordinatorRequest(version=3, key=group_id, key_type=0))
     if response.error_code:
         raise GroupError(response.error_code, f"no coordinator for group {group_id!r} yet")
-    coordinator = BrokerConnection(response.host, response.port, cluster.client_id)
+    coordinator = BrokerConnection(
+        response.host, response.port, cluster.client_id, security=cluster.security
+    )
     await coordinator.connect()
     return coordinator
 

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -29,6 +29,7 @@ from kafka.protocol.producer import InitProducerIdRequest
 from partita.client.cluster import Cluster
 from partita.client.connection import BrokerConnection
 from partita.client.partitioners import Partitioner, choose_partition, load_partitioner
+from partita.client.security import ClientSecurity
 from partita.errors import KafkaError
 from partita.protocol.compression import Compression
 from partita.protocol.produce_request import ProduceRequestV9
@@ -135,6 +136,7 @@ class AsyncProducer:
         delivery_timeout_ms: int = 120_000,
         max_in_flight_requests_per_connection: int = 5,
         client_id: str = "partita-producer",
+        security: ClientSecurity | Mapping[str, str] | None = None,
     ) -> None:
         self.acks = _acks(acks)
         self.idempotent = enable_idempotence and self.acks == -1
@@ -153,7 +155,7 @@ class AsyncProducer:
         self.retries = retries
         self.retry_backoff = retry_backoff_ms / 1000
         self.delivery_timeout = delivery_timeout_ms / 1000
-        self.cluster = Cluster(bootstrap_servers, client_id)
+        self.cluster = Cluster(bootstrap_servers, client_id, security=security)
         self.producer_id, self.producer_epoch = -1, -1
         self._open: dict[tuple[str, int], _Batch] = {}
         # Closed batches waiting to be sent, oldest first, per partition.

@@ -142,8 +142,8 @@ class Admin(_Blocking):
 
     _client: AsyncAdmin
 
-    def __init__(self, bootstrap_servers: str = "127.0.0.1:9092") -> None:
-        super().__init__("partita-admin", AsyncAdmin(bootstrap_servers))
+    def __init__(self, bootstrap_servers: str = "127.0.0.1:9092", **config: Any) -> None:
+        super().__init__("partita-admin", AsyncAdmin(bootstrap_servers, **config))
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._client, name)

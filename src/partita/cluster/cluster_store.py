@@ -95,7 +95,9 @@ class ClusterMetadataStore:
         self._applied = asyncio.Condition()
         self._tasks: list[asyncio.Task[None]] = []
         self._producer_ids = (0, 0)  # [next, end) of the block this broker holds
-        self._registration: tuple[str, int, str | None] | None = None
+        self._registration: tuple[str, int, str | None, tuple[tuple[str, str, int], ...]] | None = (
+            None
+        )
         self._state = "starting"
         # Kept across a re-registration: a replica stays offline until the broker restarts.
         self._offline: frozenset[tuple[uuid.UUID, int]] = frozenset()
@@ -119,7 +121,7 @@ class ClusterMetadataStore:
 
     def brokers(self) -> list[BrokerInfo]:
         return [
-            BrokerInfo(b.node_id, b.host, b.port, b.rack)
+            BrokerInfo(b.node_id, b.host, b.port, b.rack, b.endpoints)
             for _, b in sorted(self.image.brokers.items())
             if b.state != "starting"
         ]
@@ -189,14 +191,26 @@ class ClusterMetadataStore:
 
     # -- registration and lease ----------------------------------------------------
 
-    async def register(self, host: str, port: int, rack: str | None) -> None:
+    async def register(
+        self,
+        host: str,
+        port: int,
+        rack: str | None,
+        endpoints: tuple[tuple[str, str, int], ...] = (),
+    ) -> None:
         """Register as ``starting`` on a new lease; refuse if the node id is taken."""
         self.lease = await self.kv.grant(self.ttl)
         sent = self.clock()
         key = self.layout.broker(self.node_id)
         ok, revision = await self.kv.txn(
             [Compare.absent(key)],
-            [Put(key, encode_broker(host, port, rack, "starting", self._offline), self.lease)],
+            [
+                Put(
+                    key,
+                    encode_broker(host, port, rack, "starting", self._offline, endpoints),
+                    self.lease,
+                )
+            ],
         )
         if not ok:
             await self.kv.revoke(self.lease)
@@ -208,7 +222,7 @@ class ClusterMetadataStore:
             )
         self.broker_epoch = revision
         self.trusted_until = sent + self.ttl
-        self._registration = (host, port, rack)
+        self._registration = (host, port, rack, endpoints)
         self._state = "starting"
         self._tasks.append(asyncio.create_task(self._keep_alive(), name="lease-keepalive"))
         await self.caught_up(revision)
@@ -235,7 +249,8 @@ class ClusterMetadataStore:
     async def _put_registration(self) -> None:
         assert self._registration is not None
         key = self.layout.broker(self.node_id)
-        value = encode_broker(*self._registration, self._state, self._offline)
+        host, port, rack, endpoints = self._registration
+        value = encode_broker(host, port, rack, self._state, self._offline, endpoints)
         ok, revision = await self.kv.txn(
             [Compare.created_at(key, self.broker_epoch)], [Put(key, value, self.lease)]
         )

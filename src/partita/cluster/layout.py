@@ -61,6 +61,7 @@ class BrokerRegistration:
     # the controller takes them out of the ISR and away from leadership, as Kafka's
     # controller does with a broker's failed log directory.
     offline: frozenset[tuple[uuid.UUID, int]] = frozenset()
+    endpoints: tuple[tuple[str, str, int], ...] = ()  # every listener: name, host, port
 
     @property
     def electable(self) -> bool:
@@ -180,9 +181,12 @@ def encode_broker(
     rack: str | None,
     state: str,
     offline: frozenset[tuple[uuid.UUID, int]] = frozenset(),
+    endpoints: tuple[tuple[str, str, int], ...] = (),
 ) -> bytes:
     assert state in BROKER_STATES
     value: dict[str, Any] = {"host": host, "port": port, "rack": rack, "state": state}
+    if endpoints:
+        value["listeners"] = [list(e) for e in endpoints]
     if offline:
         value["offline"] = sorted([str(topic_id), index] for topic_id, index in offline)
     return _dump(value)
@@ -227,7 +231,31 @@ def decode_broker(node_id: int, raw: bytes, epoch: int) -> BrokerRegistration:
         epoch,
         _state(data.get("state")),
         _offline(data.get("offline")),
+        _endpoints(data.get("listeners")),
     )
+
+
+MAX_LISTENERS = 32
+
+
+def _endpoints(value: object) -> tuple[tuple[str, str, int], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or len(value) > MAX_LISTENERS:
+        raise BadValueError(f"broker listeners must be a list, got {value!r:.100}")
+    out = []
+    for entry in value:
+        if (
+            not isinstance(entry, list)
+            or len(entry) != 3
+            or not all(isinstance(part, str) and 0 < len(part) <= 255 for part in entry[:2])
+            or not isinstance(entry[2], int)
+            or isinstance(entry[2], bool)
+            or not 0 < entry[2] < 65536
+        ):
+            raise BadValueError(f"a broker listener is [name, host, port], got {entry!r:.100}")
+        out.append((entry[0], entry[1], entry[2]))
+    return tuple(out)
 
 
 def _state(value: object) -> str:

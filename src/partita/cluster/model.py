@@ -62,9 +62,22 @@ class TopicState:
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
     node_id: int
-    host: str
+    host: str  # the inter-broker listener's address
     port: int
     rack: str | None = None
+    # Every listener's advertised address: (listener name, host, port).
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """Where a client of ``listener`` reaches this broker (Metadata answers with the
+        listener the request came in on); None if it has no such listener. A registration
+        without endpoints has one listener, at host:port."""
+        if not self.endpoints:
+            return self.host, self.port
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        return None
 
 
 def valid_topic_name(name: str) -> str | None:

@@ -171,7 +171,7 @@ class BrokerNode:
                     f"broker {self.node_id} not ready after {timeout}s:\n{self.logs()}"
                 )
             time.sleep(0.05)
-        self.port = int(ready.read_text().strip().rpartition(":")[2])
+        self.port = int(ready.read_text().splitlines()[0].rpartition(":")[2])
 
     def signal(self, sig: signal.Signals) -> None:
         assert self.proc is not None

@@ -26,7 +26,8 @@ from kafka.protocol.consumer import ListOffsetsRequest
 
 from partita.client.connection import BrokerConnection, ConnectionLostError
 from partita.client.error_names import error_code_name
-from partita.errors import KafkaError, KafkaStorageError
+from partita.client.security import ClientSecurity
+from partita.errors import KafkaError, KafkaStorageError, SaslAuthenticationFailedError
 from partita.protocol.consumer_requests import ReplicaFetchPartition, ReplicaFetchRequestV12
 from partita.protocol.record_batch import LOG_OVERHEAD, iter_headers
 from partita.replication.truncation import truncation_for
@@ -81,10 +82,16 @@ class _LeaderFetcher:
 
 class FetcherManager:
     def __init__(
-        self, node_id: int, address_of: AddressOf, throttle_rate: Callable[[], int] = lambda: 0
+        self,
+        node_id: int,
+        address_of: AddressOf,
+        throttle_rate: Callable[[], int] = lambda: 0,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.node_id = node_id
         self.address_of = address_of
+        # How this broker reaches and logs in to the others' inter-broker listener.
+        self.security = security
         # Bytes/s that replicas being added by a reassignment may copy (0: unlimited).
         self.throttle_rate = throttle_rate
         self._fetchers: dict[int, _LeaderFetcher] = {}
@@ -148,6 +155,15 @@ class FetcherManager:
                 if connection is not None:
                     await connection.close()
                 raise
+            except SaslAuthenticationFailedError as exc:
+                if not failing:
+                    log.error(
+                        "cannot log in to the leader's inter-broker listener; retrying",
+                        extra={"leader": fetcher.leader, "error": str(exc)},
+                    )
+                failing = True
+                connection = None
+                await asyncio.sleep(BACKOFF_SECONDS)
             except (ConnectionLostError, OSError, TimeoutError) as exc:
                 if not failing:
                     log.info(
@@ -170,7 +186,7 @@ class FetcherManager:
             return None
         connection = BrokerConnection(
             address[0], address[1], client_id=f"partita-replica-{self.node_id}",
-            request_timeout_ms=30_000,
+            request_timeout_ms=30_000, security=self.security,
         )  # fmt: skip
         await connection.connect()
         return connection

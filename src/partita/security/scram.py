@@ -163,6 +163,61 @@ class ScramServer:
         return b"v=" + base64.b64encode(server_signature)
 
 
+class ScramClient:
+    """One SCRAM exchange, client side (partita's client, a broker logging in to
+    another): ``first()``, then ``final(server_first)``, then ``verify(server_final)``,
+    which checks the server's signature -- proof that the server knows the password's
+    derivation, not only someone who relays."""
+
+    def __init__(
+        self,
+        mechanism: str,
+        username: str,
+        password: str,
+        nonce: Callable[[], str] = lambda: secrets.token_urlsafe(24),
+    ) -> None:
+        self._hash = _hash_name(mechanism)
+        self._password = password.encode("utf-8")
+        name = username.replace("=", "=3D").replace(",", "=2C")
+        self._nonce = nonce()
+        self._first_bare = f"n={name},r={self._nonce}"
+        self._auth_message = b""
+        self._server_key = b""
+
+    def first(self) -> bytes:
+        return f"n,,{self._first_bare}".encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        text = _text(server_first)
+        attributes = _attributes(text)
+        nonce, salt = attributes.get("r", ""), _b64(attributes.get("s", ""))
+        try:
+            iterations = int(attributes.get("i", ""))
+        except ValueError:
+            raise _failed("the server sent no iteration count") from None
+        if not nonce.startswith(self._nonce) or len(nonce) == len(self._nonce):
+            raise _failed("the server's nonce does not extend ours")
+        if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
+            raise _failed(f"the server asks for {iterations} iterations")
+        salted = hashlib.pbkdf2_hmac(self._hash, self._password, salt, iterations)
+        client_key = _hmac(self._hash, salted, b"Client Key")
+        stored_key = hashlib.new(self._hash, client_key).digest()
+        without_proof = f"c={base64.b64encode(b'n,,').decode()},r={nonce}"
+        self._auth_message = ",".join((self._first_bare, text, without_proof)).encode("utf-8")
+        signature = _hmac(self._hash, stored_key, self._auth_message)
+        proof = bytes(k ^ s for k, s in zip(client_key, signature, strict=True))
+        self._server_key = _hmac(self._hash, salted, b"Server Key")
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        attributes = _attributes(_text(server_final))
+        if "e" in attributes:
+            raise _failed(f"the server refused: {attributes['e']}")
+        expected = _hmac(self._hash, self._server_key, self._auth_message)
+        if not hmac.compare_digest(_b64(attributes.get("v", "")), expected):
+            raise _failed("the server's signature is wrong: it does not know the password")
+
+
 def _hash_name(mechanism: str) -> str:
     try:
         return HASHES[mechanism]

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import hmac
 import re
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from partita.client.security import ClientSecurity
 from partita.cluster.store import MetadataStore
 from partita.errors import (
     IllegalSaslStateError,
@@ -34,12 +36,15 @@ from partita.errors import (
 from partita.protocol.api import ApiKey
 from partita.security.plain import PlainServer
 from partita.security.scram import HASHES, ScramServer
-from partita.server.config import BrokerConfig
+from partita.security.ssl_principal import SslPrincipalMapper, certificate_dn
+from partita.security.tls import TLS_DEFAULTS, TlsSettings
+from partita.server.config import BrokerConfig, ListenerSpec
 from partita.server.request_context import ANONYMOUS, KafkaPrincipal
 
 SASL_MECHANISMS = ("PLAIN", *HASHES)
 _BEFORE_AUTHENTICATION = {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
 _JAAS_USER = re.compile(r'\buser_([^\s=]+)\s*=\s*"([^"]*)"')
+_JAAS_OPTION = re.compile(r'(?<![\w.])(username|password)\s*=\s*"([^"]*)"')
 
 
 class SaslServer(Protocol):
@@ -53,8 +58,10 @@ class ListenerSecurity:
     """What one listener asks of its connections."""
 
     name: str
-    protocol: str  # PLAINTEXT or SASL_PLAINTEXT
+    protocol: str  # PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
     store: MetadataStore  # the SCRAM credentials
+    tls: ssl.SSLContext | None = None
+    principal_mapper: SslPrincipalMapper | None = None  # a client certificate's DN -> name
     mechanisms: tuple[str, ...] = ()
     plain_users: dict[str, str] = field(default_factory=dict)
     failed_delay_ms: int = 100
@@ -71,6 +78,11 @@ class ListenerSecurity:
     ) -> ListenerSecurity:
         prefix = f"listener.name.{name.lower()}."
         values = config.values
+        tls = mapper = None
+        if protocol in ("SSL", "SASL_SSL"):
+            settings = listener_tls_settings(config, name)
+            tls = settings.server_context()
+            mapper = SslPrincipalMapper.from_rules(settings.get("ssl.principal.mapping.rules"))
 
         def setting(key: str) -> str:
             """A listener's own setting, else the broker's (its default included)."""
@@ -103,6 +115,8 @@ class ListenerSecurity:
             name,
             protocol,
             store,
+            tls,
+            mapper,
             mechanisms,
             users,
             number("connection.failed.authentication.delay.ms"),
@@ -123,6 +137,46 @@ class ListenerSecurity:
         return ScramServer(name, self.store.scram_credential)
 
 
+def listener_tls_settings(config: BrokerConfig, name: str) -> TlsSettings:
+    """A listener's ``ssl.*`` settings: ``listener.name.<name>.ssl.*`` over ``ssl.*``."""
+    prefix = f"listener.name.{name.lower()}."
+    values = config.values
+    chosen = {
+        key: values.get(prefix + key, values.get(key, default))
+        for key, default in TLS_DEFAULTS.items()
+    }
+    return TlsSettings(chosen, where=prefix)
+
+
+def inter_broker_security(config: BrokerConfig, listener: ListenerSpec) -> ClientSecurity:
+    """How this broker reaches the others' inter-broker listener, as Kafka's brokers do:
+    its TLS settings (truststore to check them; keystore as client certificate), and a
+    SASL login with ``sasl.mechanism.inter.broker.protocol`` as the user and password of
+    that mechanism's JAAS config on the listener (``username=``/``password=``)."""
+    if listener.protocol == "PLAINTEXT":
+        return ClientSecurity()
+    tls = listener_tls_settings(config, listener.name).client_context() if listener.tls else None
+    if not listener.sasl:
+        return ClientSecurity(listener.protocol, tls=tls)
+    mechanism = config.get("sasl.mechanism.inter.broker.protocol").strip().upper()
+    if mechanism not in SASL_MECHANISMS:
+        raise InvalidConfigurationError(
+            f"sasl.mechanism.inter.broker.protocol={mechanism}: the inter-broker listener "
+            f"{listener.name} is {listener.protocol}; set it to one of {', '.join(SASL_MECHANISMS)}"
+        )
+    key = f"listener.name.{listener.name.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    jaas = config.values.get(key) or config.values.get("sasl.jaas.config", "")
+    options = dict(_JAAS_OPTION.findall(jaas))
+    if "username" not in options or "password" not in options:
+        raise InvalidConfigurationError(
+            f'{key} must give the broker\'s own username="..." password="..." '
+            "to log in to the other brokers"
+        )
+    return ClientSecurity(
+        listener.protocol, mechanism, options["username"], options["password"], tls
+    )
+
+
 class Session:
     """One connection's authentication state."""
 
@@ -139,6 +193,16 @@ class Session:
         self.expires_at: float | None = None
         self._exchange: SaslServer | None = None
         self._mechanism = ""
+
+    def tls_peer(self, certificate: bytes | None) -> None:
+        """On an SSL listener a client is who its certificate says (mutual TLS, the DN
+        mapped by ssl.principal.mapping.rules), else ANONYMOUS. On SASL_SSL the SASL
+        login decides. Raises NoMatchingRuleError when no rule maps the DN."""
+        mapper = self.security.principal_mapper
+        if self.security.sasl or certificate is None or mapper is None:
+            return
+        principal = KafkaPrincipal("User", mapper.name(certificate_dn(certificate)))
+        self.principal, self.principal_name = principal, str(principal)
 
     def admits(self, api_key: int) -> bool:
         """Whether a request of this API may be served now."""

@@ -10,7 +10,6 @@ no followers to fetch for). The network layer (``partita.server.network``) and
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
 from partita.cluster.etcd_kv import EtcdKV, parse_endpoints
@@ -20,9 +19,10 @@ from partita.cluster.model import BrokerInfo
 from partita.cluster.store import MetadataStore
 from partita.replication.fetcher import FetcherManager
 from partita.replication.throttle import ByteRateLimit
+from partita.server.authentication import inter_broker_security
 from partita.server.authorization import Authorization, build_authorizer
 from partita.server.cluster_node import ClusterNode
-from partita.server.config import BrokerConfig
+from partita.server.config import BrokerConfig, ListenerSpec
 from partita.server.group_service import GroupService
 from partita.server.metrics import BrokerMetrics
 from partita.server.partition import never_fenced
@@ -35,14 +35,6 @@ from partita.storage.meta_properties import claim_data_dir
 log = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
-class Listener:
-    host: str
-    port: int
-    name: str = "PLAINTEXT"
-    protocol: str = "PLAINTEXT"  # PLAINTEXT or SASL_PLAINTEXT
-
-
 class Broker:
     """The composition root: builds each collaborator with what it needs, in order, and
     nothing is wired after construction."""
@@ -51,12 +43,14 @@ class Broker:
         self,
         config: BrokerConfig,
         data_dir: Path,
-        listener: Listener,
+        listeners: list[ListenerSpec],
         metadata: str | None = None,
     ) -> None:
         self.config = config
         self.data_dir = data_dir
-        self.listener = listener
+        # Bound ports replace the configured ones (0: any) once the servers listen.
+        self.listeners = list(listeners)
+        self.inter_broker_listener = config.inter_broker_listener(self.listeners).name
         self.node_id = config.node_id
         # A broker alone runs the cluster's store, image and controller over a KV kept in
         # its data directory: a cluster of one, through the same code as etcd's.
@@ -93,7 +87,12 @@ class Broker:
             fenced=never_fenced if self.alone else cluster.fenced,
             fetchers=None
             if self.alone
-            else FetcherManager(self.node_id, cluster.address_of, self._follower_throttle),
+            else FetcherManager(
+                self.node_id,
+                cluster.address_of,
+                self._follower_throttle,
+                inter_broker_security(config, config.inter_broker_listener(self.listeners)),
+            ),
             isr_changed=self.metrics.isr_changed,
         )
         self.groups = GroupService(config, self.store, self.replicas, self.topic_admin)
@@ -107,9 +106,13 @@ class Broker:
 
     @property
     def info(self) -> BrokerInfo:
+        """What this broker registers: every listener's advertised address, and the
+        inter-broker listener's as the one other brokers use."""
         rack = self.config.get("broker.rack") or None
-        host, port = self.config.advertised_address() or (self.listener.host, self.listener.port)
-        return BrokerInfo(self.node_id, host, port, rack)
+        advertised = self.config.advertised(self.listeners)
+        host, port = advertised[self.inter_broker_listener]
+        endpoints = tuple((name, h, p) for name, (h, p) in advertised.items())
+        return BrokerInfo(self.node_id, host, port, rack, endpoints)
 
     def _leader_throttle(self) -> int:
         dynamic = self.store.dynamic_broker_configs.get("leader.replication.throttled.rate")

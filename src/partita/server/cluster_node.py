@@ -102,7 +102,7 @@ class ClusterNode:
         deadline = time.monotonic() + self.store.ttl + 2
         while True:
             try:
-                await self.store.register(info.host, info.port, info.rack)
+                await self.store.register(info.host, info.port, info.rack, info.endpoints)
                 break
             except NodeIdInUseError as exc:
                 if time.monotonic() > deadline:
@@ -133,7 +133,7 @@ class ClusterNode:
                 try:
                     self.store.lease_lost.clear()
                     info = self.info()
-                    await self.store.register(info.host, info.port, info.rack)
+                    await self.store.register(info.host, info.port, info.rack, info.endpoints)
                     await self.store.set_state("running")
                     log.info(
                         "registered again",

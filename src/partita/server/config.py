@@ -50,8 +50,12 @@ BROKER_DEFAULTS: dict[str, str] = {
     "broker.rack": "",
     # Where clients are told to connect (Metadata, FindCoordinator); empty: the listener.
     "advertised.listeners": "",
-    # NAME://HOST:PORT; empty: PLAINTEXT on --listen. One listener per broker for now.
+    # NAME://HOST:PORT,...; empty: PLAINTEXT on --listen.
     "listeners": "",
+    "inter.broker.listener.name": "",  # empty: the PLAINTEXT listener, else the first
+    # The inter-broker listener's SASL mechanism; the broker logs in with the username and
+    # password of that mechanism's JAAS config (listener.name.<l>.<mech>.sasl.jaas.config).
+    "sasl.mechanism.inter.broker.protocol": "GSSAPI",
     "listener.security.protocol.map": (
         "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
     ),
@@ -149,7 +153,28 @@ def parse_assignments(items: Iterable[str]) -> dict[str, str]:
 def is_sensitive(key: str) -> bool:
     """Kafka's PASSWORD-type settings (a JAAS config holds users' passwords; SSL key and
     store passwords): DescribeConfigs reports them as sensitive, with no value."""
-    return key.endswith(("sasl.jaas.config", ".password"))
+    return key.endswith(("sasl.jaas.config", ".password", "ssl.keystore.key"))
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSpec:
+    """One of ``listeners``: its name, security protocol and address to bind."""
+
+    name: str
+    protocol: str
+    host: str
+    port: int
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
 
 
 @dataclass(slots=True)
@@ -180,57 +205,84 @@ class BrokerConfig:
         config.validate()
         return config
 
-    def advertised_address(self) -> tuple[str, int] | None:
-        """``advertised.listeners`` as (host, port): Kafka's ``PLAINTEXT://host:port``
-        (the first listener when several are given) or a bare ``host:port``."""
-        value = self.values.get("advertised.listeners", "").strip()
-        if not value:
-            return None
-        first = value.split(",")[0].strip()
-        address = first.split("://", 1)[1] if "://" in first else first
-        host, sep, port = address.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise InvalidConfigurationError(
-                f"advertised.listeners={value!r}: expected PLAINTEXT://HOST:PORT"
-            )
-        return host, int(port)
-
-    def listener(self, host: str, port: int) -> tuple[str, str, str, int]:
-        """(name, security protocol, host, port) of the broker's listener: ``listeners``
-        (Kafka's NAME://HOST:PORT, the protocol from listener.security.protocol.map) when
-        set, else PLAINTEXT on the given address."""
+    def listeners(self, host: str, port: int) -> list[ListenerSpec]:
+        """The broker's listeners: ``listeners`` (Kafka's NAME://HOST:PORT,...; each
+        protocol from listener.security.protocol.map) when set, else PLAINTEXT on the
+        given address."""
         value = self.values.get("listeners", "").strip()
         if not value:
-            return "PLAINTEXT", "PLAINTEXT", host, port
-        entries = [e.strip() for e in value.split(",") if e.strip()]
-        if len(entries) != 1:
-            raise InvalidConfigurationError(
-                f"listeners={value!r}: partita serves one listener per broker for now"
-            )
-        name, sep, address = entries[0].partition("://")
-        given_host, colon, given_port = address.rpartition(":")
-        if not sep or not name or not colon or not given_port.isdigit():
-            raise InvalidConfigurationError(f"listeners={value!r}: expected NAME://HOST:PORT")
+            return [ListenerSpec("PLAINTEXT", "PLAINTEXT", host, port)]
         protocols = dict(
-            pair.strip().split(":", 1)
-            for pair in self.values["listener.security.protocol.map"].split(",")
-            if ":" in pair
+            (key.strip().upper(), protocol.strip().upper())
+            for key, _, protocol in (
+                pair.partition(":")
+                for pair in self.values["listener.security.protocol.map"].split(",")
+                if ":" in pair
+            )
         )
-        protocol = protocols.get(name.upper())
-        if protocol is None:
-            raise InvalidConfigurationError(
-                f"listener {name} is not in listener.security.protocol.map"
-            )
-        if protocol not in ("PLAINTEXT", "SASL_PLAINTEXT"):
-            raise InvalidConfigurationError(
-                f"listener {name}: {protocol} (TLS) is not supported yet; "
-                "use PLAINTEXT or SASL_PLAINTEXT"
-            )
-        return name.upper(), protocol, given_host or host, int(given_port)
+        specs: list[ListenerSpec] = []
+        for entry in (e.strip() for e in value.split(",") if e.strip()):
+            name, sep, address = entry.partition("://")
+            given_host, colon, given_port = address.rpartition(":")
+            if not sep or not name or not colon or not given_port.isdigit():
+                raise InvalidConfigurationError(
+                    f"listeners={value!r}: expected NAME://HOST:PORT[,NAME://HOST:PORT...]"
+                )
+            name = name.upper()
+            protocol = protocols.get(name)
+            if protocol is None:
+                raise InvalidConfigurationError(
+                    f"listener {name} is not in listener.security.protocol.map"
+                )
+            if protocol not in SECURITY_PROTOCOLS:
+                raise InvalidConfigurationError(
+                    f"listener {name}: security protocol {protocol} is not one of "
+                    f"{', '.join(SECURITY_PROTOCOLS)}"
+                )
+            if any(spec.name == name for spec in specs):
+                raise InvalidConfigurationError(f"listeners={value!r}: {name} is given twice")
+            specs.append(ListenerSpec(name, protocol, given_host or host, int(given_port)))
+        return specs
+
+    def advertised(self, listeners: list[ListenerSpec]) -> dict[str, tuple[str, int]]:
+        """Where clients are told to reach each listener: ``advertised.listeners``
+        (NAME://HOST:PORT per listener; a bare HOST:PORT is the first listener's), else
+        the listener's own address."""
+        out = {spec.name: (spec.host, spec.port) for spec in listeners}
+        value = self.values.get("advertised.listeners", "").strip()
+        for entry in (e.strip() for e in value.split(",") if e.strip()):
+            name, sep, address = entry.partition("://")
+            if not sep:
+                name, address = listeners[0].name, entry
+            host, colon, port = address.rpartition(":")
+            if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise InvalidConfigurationError(
+                    f"advertised.listeners={value!r}: expected NAME://HOST:PORT"
+                )
+            if name.upper() not in out:
+                raise InvalidConfigurationError(
+                    f"advertised.listeners names {name}, which is not in listeners"
+                )
+            out[name.upper()] = (host, int(port))
+        return out
+
+    def inter_broker_listener(self, listeners: list[ListenerSpec]) -> ListenerSpec:
+        """The listener brokers reach each other on: ``inter.broker.listener.name``,
+        else the one named PLAINTEXT, else the first."""
+        wanted = self.values.get("inter.broker.listener.name", "").strip().upper()
+        by_name = {spec.name: spec for spec in listeners}
+        if wanted:
+            if wanted not in by_name:
+                raise InvalidConfigurationError(
+                    f"inter.broker.listener.name={wanted} is not in listeners"
+                )
+            return by_name[wanted]
+        return by_name.get("PLAINTEXT", listeners[0])
 
     def validate(self) -> None:
-        self.advertised_address()
-        self.listener("127.0.0.1", 0)
+        listeners = self.listeners("127.0.0.1", 0)
+        self.advertised(listeners)
+        self.inter_broker_listener(listeners)
         for broker_key, topic_key in BROKER_TO_TOPIC.items():
             parse_value(topic_key, self.values[broker_key])
         for key in (

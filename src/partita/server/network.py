@@ -32,6 +32,7 @@ from partita.protocol.codec import (
 from partita.protocol.file_region import FileRegion
 from partita.protocol.frames import FrameReceiver
 from partita.protocol.wire import MalformedRequestError
+from partita.security.ssl_principal import NoMatchingRuleError
 from partita.server.authentication import ListenerSecurity, Session
 from partita.server.broker import Broker
 from partita.server.closing import CloseConnectionError
@@ -48,6 +49,7 @@ _PREFIX = struct.Struct(">ii")
 # queued small requests keep pipelined producers busy, the byte bound keeps big ones to
 # a frame or two.)
 _MAX_QUEUED_FRAMES = 16
+_TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a client that opens TLS and stalls holds nothing longer
 _MAX_QUEUED_BYTES = 4 << 20
 
 
@@ -70,6 +72,9 @@ class BrokerServer:
 
     async def start(self, host: str, port: int) -> int:
         loop = asyncio.get_running_loop()
+        # TLS is started per connection (``_start_tls``), not by the server: asyncio
+        # reports a failed handshake only in its debug log, and a refused certificate
+        # must leave a line naming the address and the reason.
         self._server = await loop.create_server(lambda: _RequestFrames(self), host, port)
         sockets = self._server.sockets
         return int(sockets[0].getsockname()[1]) if sockets else port
@@ -89,9 +94,43 @@ class BrokerServer:
         if sock is not None:
             for option, size in self.socket_options:
                 sock.setsockopt(socket.SOL_SOCKET, option, size)
-        task = asyncio.get_running_loop().create_task(self._serve(connection))
+        serve = self._start_tls(connection) if self.security.tls else self._serve(connection)
+        task = asyncio.get_running_loop().create_task(serve)
         self._connections.add(task)
         task.add_done_callback(self._connections.discard)
+
+    async def _start_tls(self, connection: _RequestFrames) -> None:
+        raw = connection.transport
+        assert raw is not None and self.security.tls is not None
+        peer = raw.get_extra_info("peername")
+        try:
+            tls = await asyncio.get_running_loop().start_tls(
+                raw,
+                connection,
+                self.security.tls,
+                server_side=True,
+                ssl_handshake_timeout=_TLS_HANDSHAKE_TIMEOUT_S,
+            )
+        except (OSError, TimeoutError, ConnectionError) as exc:
+            reason = getattr(exc, "reason", None) or getattr(exc, "verify_message", None) or exc
+            log.warning(
+                "TLS handshake failed",
+                extra={
+                    "peer": str(peer),
+                    "listener": self.security.name,
+                    "reason": str(reason) or type(exc).__name__,
+                },
+            )
+            raw.abort()
+            return
+        except asyncio.CancelledError:
+            raw.abort()
+            return
+        if tls is None:  # the connection closed during the handshake
+            raw.abort()
+            return
+        connection.transport = tls
+        await self._serve(connection)
 
     async def _serve(self, connection: _RequestFrames) -> None:
         transport = connection.transport
@@ -99,6 +138,12 @@ class BrokerServer:
         peer = transport.get_extra_info("peername")
         session = Session(self.security)
         try:
+            tls = transport.get_extra_info("ssl_object")
+            if tls is not None:
+                try:
+                    session.tls_peer(tls.getpeercert(binary_form=True))
+                except NoMatchingRuleError as exc:
+                    raise CloseConnectionError(str(exc)) from exc
             while (frame := await connection.next_frame()) is not None:
                 chunks: list[bytes | FileRegion] | None
                 if session.raw_tokens:
@@ -204,7 +249,9 @@ class BrokerServer:
         access = self.broker.authorization.access(
             spec.key, request, header.api_version, session.principal_name, host
         )
-        context = RequestContext(header, session.principal, host, session, access)
+        context = RequestContext(
+            header, session.principal, host, session, access, self.security.name
+        )
         refuse = access.rule.refuse
         if refuse is not None and access.authorizer is not None:
             # The one seam: a request its principal may not make at all is answered here,
@@ -342,8 +389,9 @@ class _RequestFrames(asyncio.BufferedProtocol):
     def eof_received(self) -> bool:
         # Keep the transport open: requests already received are still answered (a
         # client may half-close after its last request); the serving task closes it.
+        # TLS has no half-close: its transport closes whatever is answered.
         self._end()
-        return True
+        return self.transport is None or self.transport.get_extra_info("sslcontext") is None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._ended = True

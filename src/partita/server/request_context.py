@@ -36,6 +36,7 @@ class RequestContext:
     client_host: str = ""
     session: Session | None = None  # the connection's authentication (SASL requests)
     access: Access = ALLOW_ALL  # what the principal may do (server/authorization.py)
+    listener: str = "PLAINTEXT"  # the listener it came in on: Metadata answers with its addresses
 
     @property
     def api_version(self) -> int:

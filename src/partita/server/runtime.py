@@ -8,11 +8,12 @@ import gc
 import logging
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from partita.errors import KafkaError
 from partita.server.authentication import ListenerSecurity
-from partita.server.broker import Broker, Listener
+from partita.server.broker import Broker
 from partita.server.config import BrokerConfig
 from partita.server.metrics import serve_metrics
 from partita.server.network import BrokerServer
@@ -70,15 +71,12 @@ async def serve(
     metrics_listen: tuple[str, int] | None = None,
     metadata: str | None = None,
 ) -> int:
-    name, protocol, host, port = config.listener(host, port)
-    if metadata is not None and protocol != "PLAINTEXT":
-        # Followers and the controller's requests would have to log in too (#28).
-        raise KafkaError(
-            f"listener {name}: a cluster member's listener is PLAINTEXT until brokers "
-            "authenticate to each other"
-        )
-    broker = Broker(config, data_dir, Listener(host, port, name, protocol), metadata)
-    security = ListenerSecurity.from_config(config, name, protocol, broker.store)
+    listeners = config.listeners(host, port)
+    broker = Broker(config, data_dir, listeners, metadata)
+    securities = [
+        ListenerSecurity.from_config(config, spec.name, spec.protocol, broker.store)
+        for spec in listeners
+    ]
     broker.lock_data_dir()  # first: a second broker on the directory must open nothing
     metrics_server = None
     if metrics_listen is not None:
@@ -100,32 +98,53 @@ async def serve(
     # walk it all again on every one of them, on the event loop.
     gc.collect()
     gc.freeze()
-    server = BrokerServer(broker, security)
-    broker.listener.port = await server.start(host, port)
+    servers: list[BrokerServer] = []
+    for index, (spec, security) in enumerate(zip(listeners, securities, strict=True)):
+        server = BrokerServer(broker, security)
+        try:
+            bound = await server.start(spec.host, spec.port)
+        except OSError as exc:
+            for started_server in servers:
+                await started_server.stop()
+            raise KafkaError(
+                f"cannot listen on {spec.name}://{spec.host}:{spec.port}: {exc.strerror or exc}"
+            ) from exc
+        servers.append(server)
+        broker.listeners[index] = replace(spec, port=bound)
     await broker.cluster.join()  # electable from here on
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    log.info(
-        "listening",
-        extra={
-            "listener": name,
-            "security_protocol": protocol,
-            "host": host,
-            "port": broker.listener.port,
-            "startup_seconds": round(time.monotonic() - started, 3),
-        },
-    )
+    for spec in broker.listeners:
+        log.info(
+            "listening",
+            extra={
+                "listener": spec.name,
+                "security_protocol": spec.protocol,
+                "host": spec.host,
+                "port": spec.port,
+                "inter_broker": spec.name == broker.inter_broker_listener,
+                "startup_seconds": round(time.monotonic() - started, 3),
+            },
+        )
     if ready_file is not None:
-        ready_file.write_text(f"{host}:{broker.listener.port}\n")
+        # The first listener's address, then every listener by name.
+        first = broker.listeners[0]
+        lines = [f"{first.host}:{first.port}"]
+        lines += [f"{spec.name} {spec.host}:{spec.port}" for spec in broker.listeners]
+        # Whole or not at all: whoever waits for the file reads it once it exists.
+        partial = ready_file.with_name(ready_file.name + ".tmp")
+        partial.write_text("\n".join(lines) + "\n")
+        partial.replace(ready_file)
     maintenance = asyncio.create_task(_maintenance(broker, stop))
     broker.groups.start()
     await stop.wait()
-    log.info("stopping", extra={"requests_served": server.requests_served})
+    log.info("stopping", extra={"requests_served": sum(s.requests_served for s in servers)})
     # Hand leaderships over while clients can still reach us and learn the new leaders.
     await broker.leave_cluster(config.get_int("controlled.shutdown.timeout.ms") / 1000)
-    await server.stop()
+    for server in servers:
+        await server.stop()
     if metrics_server is not None:
         metrics_server.close()
         await metrics_server.wait_closed()

@@ -22,7 +22,6 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import FindCoordinatorResponse
 
-from partita.cluster.model import BrokerInfo
 from partita.coordinator.group_machine import (
     INVALID_GROUP_ID,
     NONE,
@@ -55,6 +54,7 @@ from partita.security.acl import ResourceType
 from partita.server.access import Access
 from partita.server.broker import Broker
 from partita.server.group_service import now_ms
+from partita.server.handlers.metadata import reachable_brokers
 from partita.server.request_context import RequestContext
 
 MAX_METADATA_BYTES = 4096
@@ -68,29 +68,30 @@ async def handle_find_coordinator(
     broker: Broker, context: RequestContext, request: FindCoordinatorRequest
 ) -> Any:
     key_type = request.key_type if context.api_version >= 1 else GROUP_KEY
-    found: list[tuple[str, int, BrokerInfo | None, int]]
+    found: list[tuple[str, int, tuple[str, int] | None, int]]
     if key_type != GROUP_KEY:
         found = [(key, -1, None, InvalidRequestError.code) for key in _keys(context, request)]
         message: str | None = "partita coordinates consumer groups only"
     else:
         await broker.groups.ensure_offsets_topic()
-        by_id = {b.node_id: b for b in broker.store.brokers()}
+        by_id = {b.node_id: address for b, address in reachable_brokers(broker, context.listener)}
         found = []
         for key in _keys(context, request):
             denied = context.access.group(key)
             if denied:
                 found.append((key, -1, None, denied))
                 continue
-            node = by_id.get(broker.groups.coordinator_of(key))
-            found.append((key, node.node_id if node else -1, node, NONE if node else 15))
+            coordinator = broker.groups.coordinator_of(key)
+            node = by_id.get(coordinator)
+            found.append((key, coordinator if node else -1, node, NONE if node else 15))
         message = None
     if context.api_version >= 4:
         coordinators = [
             FindCoordinatorResponse.Coordinator(
                 key=key,
                 node_id=node_id,
-                host=node.host if node else "",
-                port=node.port if node else -1,
+                host=node[0] if node else "",
+                port=node[1] if node else -1,
                 error_code=error,
                 error_message=message if error else None,
             )
@@ -103,8 +104,8 @@ async def handle_find_coordinator(
         error_code=error,
         error_message=message if error else None,
         node_id=node_id,
-        host=node.host if node else "",
-        port=node.port if node else -1,
+        host=node[0] if node else "",
+        port=node[1] if node else -1,
     )
 
 

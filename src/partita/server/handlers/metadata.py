@@ -9,7 +9,7 @@ from typing import Any
 from kafka.protocol.admin import DescribeClusterResponse
 from kafka.protocol.metadata import MetadataResponse
 
-from partita.cluster.model import TopicState, valid_topic_name
+from partita.cluster.model import BrokerInfo, TopicState, valid_topic_name
 from partita.errors import (
     InvalidTopicError,
     KafkaError,
@@ -30,6 +30,18 @@ _Partition = _Topic.MetadataResponsePartition
 NO_AUTHORIZED_OPERATIONS = -(2**31)
 OfflineReplicas = Callable[[TopicState, int], list[int]]
 ZERO_UUID = uuid.UUID(int=0)
+
+
+def reachable_brokers(broker: Broker, listener: str) -> list[tuple[BrokerInfo, tuple[str, int]]]:
+    """The live brokers with an address on ``listener`` (the one the request came in
+    on: a client of the TLS listener is told TLS addresses), as Kafka answers; a broker
+    without that listener is left out."""
+    out = []
+    for info in broker.store.brokers():
+        address = info.endpoint(listener)
+        if address is not None:
+            out.append((info, address))
+    return out
 
 
 def _topic_entry(topic: TopicState, offline_replicas: OfflineReplicas) -> Any:
@@ -78,7 +90,7 @@ async def handle(broker: Broker, context: RequestContext, request: MetadataReque
         version < 4 or bool(request.allow_auto_topic_creation)
     )
     entries: list[Any] = []
-    brokers = broker.store.brokers()
+    brokers = reachable_brokers(broker, context.listener)
     offline = broker.replicas.offline_replicas()
     access = context.access
     if all_topics or requested is None:
@@ -139,7 +151,8 @@ async def handle(broker: Broker, context: RequestContext, request: MetadataReque
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[
-            _Broker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in brokers
+            _Broker(node_id=b.node_id, host=host, port=port, rack=b.rack)
+            for b, (host, port) in brokers
         ],
         cluster_id=broker.cluster_id,
         controller_id=broker.store.controller_id,
@@ -165,12 +178,12 @@ def handle_describe_cluster(
         brokers=[
             DescribeClusterResponse.DescribeClusterBroker(
                 broker_id=b.node_id,
-                host=b.host,
-                port=b.port,
+                host=host,
+                port=port,
                 rack=b.rack,
                 is_fenced=False,
             )
-            for b in broker.store.brokers()
+            for b, (host, port) in reachable_brokers(broker, context.listener)
         ],
         authorized_operations=operations,
     )
