@@ -202,18 +202,26 @@ def test_a_failed_login_is_answered_late_then_the_connection_closes(
         assert shake.error_code == 33  # UNSUPPORTED_SASL_MECHANISM
 
 
-def test_a_cluster_member_refuses_a_sasl_listener(tmp_path: Any) -> None:
+def test_a_cluster_member_needs_its_own_login_on_a_sasl_listener(tmp_path: Any) -> None:
+    """Followers log in to their leaders on the inter-broker listener: without a mechanism
+    for it, or without the broker's own username and password, one line and exit 1."""
     import sys  # noqa: PLC0415
 
-    result = subprocess.run(
-        [sys.executable, "-m", "partita.cli.main", "broker", "--data-dir", str(tmp_path / "d"),
-         "--metadata", "etcd://127.0.0.1:1/x", "--set", "listeners=SASL_PLAINTEXT://127.0.0.1:0",
-         "--set", "sasl.enabled.mechanisms=PLAIN"],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    assert result.returncode == 1
-    assert result.stderr.strip().count("\n") == 0
-    assert "PLAINTEXT until brokers authenticate to each other" in result.stderr
+    base = [
+        sys.executable, "-m", "partita.cli.main", "broker", "--data-dir", str(tmp_path / "d"),
+        "--metadata", "etcd://127.0.0.1:1/x", "--set", "listeners=SASL_PLAINTEXT://127.0.0.1:0",
+        "--set", "sasl.enabled.mechanisms=PLAIN",
+    ]  # fmt: skip
+    for extra, says in (
+        ([], "sasl.mechanism.inter.broker.protocol=GSSAPI"),
+        (["--set", "sasl.mechanism.inter.broker.protocol=PLAIN"], "the broker's own username"),
+    ):
+        result = subprocess.run(
+            base + extra, capture_output=True, text=True, timeout=60, check=False
+        )
+        assert result.returncode == 1, result.stderr
+        assert result.stderr.strip().count("\n") == 0, result.stderr
+        assert says in result.stderr
 
 
 def test_login_framing_and_what_may_come_before_it(sasl_broker: BrokerProcess) -> None:
@@ -298,17 +306,36 @@ def test_a_session_expires_and_reauthentication_keeps_the_principal(
 def test_a_bad_security_setting_is_one_line(tmp_path: Any) -> None:
     import sys  # noqa: PLC0415
 
-    for setting, says in (
-        ("connections.max.reauth.ms=soon", "connections.max.reauth.ms='soon' is not an integer"),
-        ("sasl.enabled.mechanisms=GSSAPI", "GSSAPI not supported"),
+    tls = ["listeners=SSL://127.0.0.1:0", "ssl.keystore.location=/etc/hostname"]
+    for settings, says in (
+        (["connections.max.reauth.ms=soon"], "connections.max.reauth.ms='soon' is not an integer"),
+        (["sasl.enabled.mechanisms=GSSAPI"], "GSSAPI not supported"),
+        (["listeners=SSL://127.0.0.1:0"], "a TLS listener needs a keystore"),
+        ([*tls, "ssl.keystore.type=JKS"], "convert a JKS one with keytool"),
+        ([*tls, "ssl.keystore.type=PEM"], "ssl.keystore.location=/etc/hostname"),
+        (
+            ["listeners=A://127.0.0.1:0,A://127.0.0.1:0", "listener.security.protocol.map=A:SSL"],
+            "given twice",
+        ),
+        (
+            ["inter.broker.listener.name=NOPE"],
+            "inter.broker.listener.name=NOPE is not in listeners",
+        ),
+        ([*tls, "ssl.principal.mapping.rules=RULE:oops"], "ssl.principal.mapping.rules: cannot"),
     ):
-        mechanisms = "PLAIN" if "mechanisms" not in setting else setting.partition("=")[2]
+        args = [
+            "--set",
+            "listeners=SASL_PLAINTEXT://127.0.0.1:0",
+            "--set",
+            "sasl.enabled.mechanisms=PLAIN",
+        ]
+        for setting in settings:
+            args += ["--set", setting]
         result = subprocess.run(
-            [sys.executable, "-m", "partita.cli.main", "broker", "--data-dir", str(tmp_path / "d"),
-             "--set", "listeners=SASL_PLAINTEXT://127.0.0.1:0", "--set", setting,
-             "--set", f"sasl.enabled.mechanisms={mechanisms}"],
+            [sys.executable, "-m", "partita.cli.main", "broker", "--data-dir",
+             str(tmp_path / "d"), *args],
             capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
-        assert result.returncode == 1, result.stderr
+        assert result.returncode == 1, (settings, result.stderr)
         assert result.stderr.strip().count("\n") == 0, result.stderr
-        assert says in result.stderr
+        assert says in result.stderr, (settings, result.stderr)

@@ -100,4 +100,4 @@ def client_tls(settings: Mapping[str, str]) -> ssl.SSLContext:
         values["ssl.truststore.type"] = "PEM"
     if values.get("ssl.keystore.location") and "ssl.keystore.type" not in values:
         values["ssl.keystore.type"] = "PEM"
-    return TlsSettings(values, where="").client_context()
+    return TlsSettings(values, where="client").client_context()

@@ -82,7 +82,13 @@ OPERATIONS: dict[ResourceType, tuple[Operation, ...]] = {
         Operation.DESCRIBE_CONFIGS,
         Operation.ALTER_CONFIGS,
     ),
-    ResourceType.GROUP: (Operation.READ, Operation.DESCRIBE, Operation.DELETE),
+    ResourceType.GROUP: (
+        Operation.READ,
+        Operation.DESCRIBE,
+        Operation.DELETE,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+    ),
     ResourceType.CLUSTER: (
         Operation.CREATE,
         Operation.ALTER,
@@ -134,12 +140,6 @@ class AclBinding:
             raise InvalidAclError("the resource name is empty")
         if self.resource_type == ResourceType.CLUSTER and self.resource_name != CLUSTER_NAME:
             raise InvalidAclError(f"the cluster resource is named {CLUSTER_NAME!r}")
-        if self.operation != Operation.ALL and self.operation not in OPERATIONS.get(
-            self.resource_type, ()
-        ):
-            raise InvalidAclError(
-                f"{self.operation.name} does not apply to a {self.resource_type.name}"
-            )
         kind, sep, name = self.principal.partition(":")
         if not sep or not kind or not name:
             raise InvalidAclError(f"principal {self.principal!r} is not TYPE:NAME")

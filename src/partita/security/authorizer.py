@@ -37,6 +37,7 @@ from partita.security.acl import (
 )
 
 _CACHE_LIMIT = 100_000  # answers kept before the cache starts over
+_CACHED_NAME_LIMIT = 255
 Key = tuple[str, str, Operation, ResourceType, str]
 
 
@@ -103,9 +104,12 @@ class Authorizer:
         answer = self._cache.get(key)
         if answer is None:
             answer = self._decide(principal, host, operation, resource, name)
-            if len(self._cache) >= _CACHE_LIMIT:
-                self._cache = {}
-            self._cache[key] = answer
+            # A name no real resource has (longer than any topic name) is not kept: a
+            # client sending megabyte names must not fill the broker's memory.
+            if len(name) <= _CACHED_NAME_LIMIT:
+                if len(self._cache) >= _CACHE_LIMIT:
+                    self._cache = {}
+                self._cache[key] = answer
         return answer
 
     def _decide(
@@ -138,43 +142,56 @@ class Authorizer:
     ) -> bool:
         """Whether the principal may perform ``operation`` on some resource of the type
         (Kafka's authorizeByResourceType, which lets an idempotent producer allowed to
-        WRITE a topic get a producer id): an ALLOW on some literal or prefixed name that
-        no DENY of the same pattern, and no literal ``*`` DENY, takes back."""
-        if principal in self.super_users:
+        WRITE some topic get a producer id). As Kafka: a name no binding covers decides
+        first (super users, allow.everyone.if.no.acl.found); then an ALLOW counts unless
+        a DENY covers it -- the literal ``*``, the same literal name, or a prefix of it."""
+        if self.authorize(principal, host, operation, resource, "hardcode"):
             return True
         type_index = self._index.get(resource)
         if type_index is None:
-            return self.allow_if_no_acl
-
-        def applies(binding: AclBinding) -> bool:
-            return (
-                binding.principal in (principal, WILDCARD_PRINCIPAL)
-                and binding.host in (host, WILDCARD)
-                and binding.operation in (operation, Operation.ALL)
-            )
-
-        denied: set[tuple[PatternType, str]] = set()
-        allowed: set[tuple[PatternType, str]] = set()
+            return False
+        deny_literals: set[str] = set()
+        deny_prefixes: list[str] = []
+        allow_literals: list[str] = []
+        allow_prefixes: list[str] = []
         for group in (type_index.literal, type_index.prefixed):
             for bindings in group.values():
                 for binding in bindings:
-                    if applies(binding):
-                        target = denied if binding.permission == Permission.DENY else allowed
-                        target.add((binding.pattern_type, binding.resource_name))
-        if (PatternType.LITERAL, WILDCARD) in denied:
-            return False
-        return bool(allowed - denied)
+                    if (
+                        binding.principal not in (principal, WILDCARD_PRINCIPAL)
+                        or binding.host not in (host, WILDCARD)
+                        or binding.operation not in (operation, Operation.ALL)
+                    ):
+                        continue
+                    prefixed = binding.pattern_type == PatternType.PREFIXED
+                    name = binding.resource_name
+                    if binding.permission == Permission.DENY:
+                        if not prefixed and name == WILDCARD:
+                            return False
+                        (deny_prefixes.append if prefixed else deny_literals.add)(name)
+                    else:
+                        (allow_prefixes if prefixed else allow_literals).append(name)
+
+        def dominated(name: str) -> bool:
+            return any(name.startswith(prefix) for prefix in deny_prefixes)
+
+        if any(not dominated(prefix) for prefix in allow_prefixes):
+            return True
+        return any(
+            name == WILDCARD or (name not in deny_literals and not dominated(name))
+            for name in allow_literals
+        )
 
     def authorized_operations(
         self, principal: str, host: str, resource: ResourceType, name: str
-    ) -> int:
-        """The bitfield of operations allowed on a resource (bit n for operation code n),
-        as Metadata, DescribeGroups and DescribeCluster report them."""
-        bits = 0
-        for operation in OPERATIONS.get(resource, ()):
-            if self.authorize(principal, host, operation, resource, name):
-                bits |= 1 << operation
-        return bits
+    ) -> set[int]:
+        """The operations allowed on a resource, by code: the bits of the bitfield
+        Metadata, DescribeGroups and DescribeCluster report."""
+        return {
+            int(operation)
+            for operation in OPERATIONS.get(resource, ())
+            if self.authorize(principal, host, operation, resource, name)
+        }
 
     def bindings(self) -> list[AclBinding]:
         return sorted(

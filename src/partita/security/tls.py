@@ -61,7 +61,7 @@ class TlsSettings:
     """One listener's (or one client's) ``ssl.*`` settings, by Kafka's names."""
 
     values: Mapping[str, str]
-    where: str = "ssl"  # named in error messages: the listener's prefix
+    where: str = "ssl"  # named in error messages: "listener SSL", "client"
 
     def get(self, key: str) -> str:
         return self.values.get(key, TLS_DEFAULTS[key]).strip()
@@ -80,12 +80,12 @@ class TlsSettings:
         auth = self.get("ssl.client.auth").lower()
         if auth not in CLIENT_AUTH:
             raise InvalidConfigurationError(
-                f"{self.where}ssl.client.auth={auth!r}: expected none, requested or required"
+                f"{self.where}: ssl.client.auth={auth!r}: expected none, requested or required"
             )
         context.verify_mode = CLIENT_AUTH[auth]
         if auth != "none" and not self._load_trust(context):
             raise InvalidConfigurationError(
-                f"{self.where}ssl.client.auth={auth} needs a truststore to check clients against"
+                f"{self.where}: ssl.client.auth={auth} needs a truststore to check clients against"
             )
         return context
 
@@ -102,7 +102,7 @@ class TlsSettings:
         algorithm = self.get("ssl.endpoint.identification.algorithm").lower()
         if algorithm not in ("", "https"):
             raise InvalidConfigurationError(
-                f"{self.where}ssl.endpoint.identification.algorithm={algorithm!r}: "
+                f"{self.where}: ssl.endpoint.identification.algorithm={algorithm!r}: "
                 "expected https or empty"
             )
         context.check_hostname = algorithm == "https"
@@ -114,7 +114,7 @@ class TlsSettings:
         unknown = [n for n in names if n not in PROTOCOLS]
         if unknown or not names:
             raise InvalidConfigurationError(
-                f"{self.where}ssl.enabled.protocols: {', '.join(unknown) or 'none given'}; "
+                f"{self.where}: ssl.enabled.protocols: {', '.join(unknown) or 'none given'}; "
                 f"partita offers {', '.join(PROTOCOLS)}"
             )
         versions = sorted(PROTOCOLS[n] for n in names)
@@ -123,7 +123,7 @@ class TlsSettings:
     def _unsupported(self) -> None:
         if self.get("ssl.cipher.suites"):
             raise InvalidConfigurationError(
-                f"{self.where}ssl.cipher.suites: Java's cipher names are not OpenSSL's; leave "
+                f"{self.where}: ssl.cipher.suites: Java's cipher names are not OpenSSL's; leave "
                 "it empty (OpenSSL's defaults, TLS 1.2 and 1.3 AEAD suites)"
             )
 
@@ -138,7 +138,7 @@ class TlsSettings:
         if key_pem or chain_pem:
             if not (key_pem and chain_pem):
                 raise InvalidConfigurationError(
-                    f"{self.where}ssl.keystore.key and ssl.keystore.certificate.chain go together"
+                    f"{self.where}: ssl.keystore.key and ssl.keystore.certificate.chain go together"
                 )
             _load_pem_chain(context, (chain_pem + "\n" + key_pem).encode(), password, self.where)
             return True
@@ -152,7 +152,7 @@ class TlsSettings:
                 context.load_cert_chain(path, password=password)
             except (OSError, ssl.SSLError) as exc:
                 raise InvalidConfigurationError(
-                    f"{self.where}ssl.keystore.location={location}: {_reason(exc)}"
+                    f"{self.where}: ssl.keystore.location={location}: {_reason(exc)}"
                 ) from None
         elif kind == "PKCS12":
             store_password = self.get("ssl.keystore.password")
@@ -178,7 +178,7 @@ class TlsSettings:
                 text = path.read_text(encoding="ascii")
             except (OSError, UnicodeDecodeError) as exc:
                 raise InvalidConfigurationError(
-                    f"{self.where}ssl.truststore.location={location}: {_reason(exc)}"
+                    f"{self.where}: ssl.truststore.location={location}: {_reason(exc)}"
                 ) from None
             _load_cas(context, text, self.where)
         elif kind == "PKCS12":
@@ -198,7 +198,7 @@ def _reason(exc: BaseException) -> str:
 
 def _not_jks(where: str, store: str, kind: str) -> None:
     raise InvalidConfigurationError(
-        f"{where}ssl.{store}.type={kind}: partita reads PEM and PKCS12 {store}s; convert a "
+        f"{where}: ssl.{store}.type={kind}: partita reads PEM and PKCS12 {store}s; convert a "
         f"JKS one with keytool -importkeystore -deststoretype PKCS12"
     )
 

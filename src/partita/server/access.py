@@ -67,47 +67,62 @@ class Access:
         self.host = host
         self.rule = rule
 
-    def _allows(self, operation: Operation | None, resource: ResourceType, name: str) -> bool:
+    def _allows(
+        self,
+        operation: Operation | None,
+        resource: ResourceType,
+        name: str,
+        log_denied: bool = True,
+    ) -> bool:
         if self.authorizer is None:
             return True
         if operation is not None and self.authorizer.authorize(
             self.principal, self.host, operation, resource, name
         ):
             return True
-        # Kafka's authorizer log line: who, from where, what, on which resource.
-        log.info(
-            "authorization denied",
-            extra={
-                "principal": self.principal,
-                "host": self.host,
-                "operation": operation.name if operation is not None else "NONE",
-                "resource": f"{resource.name}:{name}",
-            },
-        )
+        if log_denied:
+            # Kafka's authorizer log line: who, from where, what, on which resource. Not
+            # for the checks that only filter what a listing shows (Kafka's
+            # logIfDenied=false), or a restricted client's every refresh would log.
+            log.info(
+                "authorization denied",
+                extra={
+                    "principal": self.principal,
+                    "host": self.host,
+                    "operation": operation.name if operation is not None else "NONE",
+                    "resource": f"{resource.name}:{name[:255]}",
+                },
+            )
         return False
 
-    def topic(self, name: str) -> int:
+    def topic(self, name: str, *, log_denied: bool = True) -> int:
         if self.authorizer is None:
             return 0
         rule = self.rule
         if rule.topics_via_cluster is not None and self._allows(
-            rule.topics_via_cluster, ResourceType.CLUSTER, CLUSTER_NAME
+            rule.topics_via_cluster, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False
         ):
             return 0
-        return 0 if self._allows(rule.topics, ResourceType.TOPIC, name) else rule.topic_code
+        allowed = self._allows(rule.topics, ResourceType.TOPIC, name, log_denied)
+        return 0 if allowed else rule.topic_code
+
+    def visible_topic(self, name: str) -> bool:
+        """Whether a listing of every topic shows this one (no log line if not)."""
+        return not self.topic(name, log_denied=False)
 
     def require_topic(self, name: str) -> None:
         """``topic`` for handlers whose per-partition answers come from a KafkaError."""
         code = self.topic(name)
         if code:
-            raise _ERRORS[code](f"not authorized to access topic {name}")
+            raise _ERRORS[code](f"not authorized to access topic {name[:255]}")
 
-    def group(self, name: str) -> int:
-        allowed = self._allows(self.rule.groups, ResourceType.GROUP, name)
+    def group(self, name: str | None, *, log_denied: bool = True) -> int:
+        # kafka-python decodes a null string as None, even where the schema forbids it.
+        allowed = self._allows(self.rule.groups, ResourceType.GROUP, name or "", log_denied)
         return 0 if allowed else GROUP_DENIED
 
-    def cluster(self) -> int:
-        allowed = self._allows(self.rule.cluster, ResourceType.CLUSTER, CLUSTER_NAME)
+    def cluster(self, *, log_denied: bool = True) -> int:
+        allowed = self._allows(self.rule.cluster, ResourceType.CLUSTER, CLUSTER_NAME, log_denied)
         return 0 if allowed else CLUSTER_DENIED
 
     def require_cluster(self) -> None:
@@ -121,15 +136,15 @@ class Access:
 
     def may_create_topic(self, name: str) -> bool:
         """Metadata's auto-creation: CREATE on the cluster or on the topic (Kafka's)."""
-        return self._allows(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME) or (
-            self._allows(Operation.CREATE, ResourceType.TOPIC, name)
-        )
+        return self._allows(
+            Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False
+        ) or self._allows(Operation.CREATE, ResourceType.TOPIC, name)
 
     def idempotent_write(self) -> int:
         """InitProducerId without a transactional id: IDEMPOTENT_WRITE on the cluster, or
         WRITE on some topic (KIP-679's relaxation, as Kafka 3+ does)."""
         if self.authorizer is None or self._allows(
-            Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME
+            Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False
         ):
             return 0
         if self.authorizer.authorize_any(
@@ -138,10 +153,15 @@ class Access:
             return 0
         return CLUSTER_DENIED
 
-    def authorized_operations(self, resource: ResourceType, name: str) -> int:
-        """The bitfield Metadata, DescribeGroups and DescribeCluster report when asked."""
+    def authorized_operations(self, resource: ResourceType, name: str) -> set[int]:
+        """The bitfield Metadata, DescribeGroups and DescribeCluster report when asked.
+        For the cluster, 0 unless the principal may DESCRIBE it (as Kafka)."""
         if self.authorizer is None:
-            return sum(1 << op for op in OPERATIONS.get(resource, ()))
+            return {int(op) for op in OPERATIONS.get(resource, ())}
+        if resource == ResourceType.CLUSTER and not self._allows(
+            Operation.DESCRIBE, resource, name, log_denied=False
+        ):
+            return set()
         return self.authorizer.authorized_operations(self.principal, self.host, resource, name)
 
 

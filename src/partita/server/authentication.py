@@ -81,8 +81,8 @@ class ListenerSecurity:
         tls = mapper = None
         if protocol in ("SSL", "SASL_SSL"):
             settings = listener_tls_settings(config, name)
-            tls = settings.server_context()
             mapper = SslPrincipalMapper.from_rules(settings.get("ssl.principal.mapping.rules"))
+            tls = settings.server_context()
 
         def setting(key: str) -> str:
             """A listener's own setting, else the broker's (its default included)."""
@@ -145,7 +145,7 @@ def listener_tls_settings(config: BrokerConfig, name: str) -> TlsSettings:
         key: values.get(prefix + key, values.get(key, default))
         for key, default in TLS_DEFAULTS.items()
     }
-    return TlsSettings(chosen, where=prefix)
+    return TlsSettings(chosen, where=f"listener {name}")
 
 
 def inter_broker_security(config: BrokerConfig, listener: ListenerSpec) -> ClientSecurity:

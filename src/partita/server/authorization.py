@@ -24,7 +24,7 @@ from partita.errors import InvalidConfigurationError
 from partita.protocol.api import ApiKey
 from partita.security.acl import Operation
 from partita.security.authorizer import Authorizer
-from partita.server.access import ALLOW_ALL, CLUSTER_DENIED, Access, Rule
+from partita.server.access import ALLOW_ALL, Access, Rule
 from partita.server.config import BrokerConfig
 from partita.server.request_context import fetch_replica_id
 
@@ -75,8 +75,6 @@ def _init_producer_id(access: Access, request: Any) -> int:
 
 _FOLLOWER = Rule(topics_via_cluster=Operation.CLUSTER_ACTION)
 _CONSUMER_FETCH = Rule(topics=Operation.READ)
-_FOLLOWER_EPOCHS = Rule(topics_via_cluster=Operation.CLUSTER_ACTION, topic_code=CLUSTER_DENIED)
-_CLIENT_EPOCHS = Rule(topics=Operation.DESCRIBE)
 
 # API -> its rule, or a function of (request, version) for the APIs that brokers and
 # clients both send (a follower's fetch needs CLUSTER_ACTION, a consumer's READ).
@@ -84,20 +82,24 @@ RULES: dict[ApiKey, Rule | Callable[[Any, int], Rule]] = {
     ApiKey.API_VERSIONS: Rule(),
     ApiKey.SASL_HANDSHAKE: Rule(),
     ApiKey.SASL_AUTHENTICATE: Rule(),
-    ApiKey.METADATA: Rule(topics=Operation.DESCRIBE),
+    # DESCRIBE on the cluster only decides whether its authorized operations are told.
+    ApiKey.METADATA: Rule(topics=Operation.DESCRIBE, cluster=Operation.DESCRIBE),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: Rule(topics=Operation.DESCRIBE),
-    ApiKey.DESCRIBE_CLUSTER: _cluster(Operation.DESCRIBE),
+    # Never refused (Kafka Connect finds the cluster id with it); without DESCRIBE on the
+    # cluster its authorized operations are 0.
+    ApiKey.DESCRIBE_CLUSTER: Rule(cluster=Operation.DESCRIBE),
     ApiKey.PRODUCE: Rule(topics=Operation.WRITE, transactional_ids=Operation.WRITE),
     ApiKey.FETCH: lambda request, version: (
         _FOLLOWER if fetch_replica_id(request, version) >= 0 else _CONSUMER_FETCH
     ),
     ApiKey.LIST_OFFSETS: Rule(topics=Operation.DESCRIBE),
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: lambda request, version: (
-        _FOLLOWER_EPOCHS if version >= 3 and request.replica_id >= 0 else _CLIENT_EPOCHS
+    # A follower's CLUSTER_ACTION or the topic's DESCRIBE, whoever asks (as Kafka).
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: Rule(
+        topics=Operation.DESCRIBE, topics_via_cluster=Operation.CLUSTER_ACTION
     ),
     ApiKey.DELETE_RECORDS: Rule(topics=Operation.DELETE),
     ApiKey.CREATE_TOPICS: Rule(topics=Operation.CREATE, topics_via_cluster=Operation.CREATE),
-    ApiKey.DELETE_TOPICS: Rule(topics=Operation.DELETE),
+    ApiKey.DELETE_TOPICS: Rule(topics=Operation.DELETE, topics_via_cluster=Operation.DELETE),
     ApiKey.CREATE_PARTITIONS: Rule(topics=Operation.ALTER),
     ApiKey.DESCRIBE_CONFIGS: Rule(
         topics=Operation.DESCRIBE_CONFIGS, cluster=Operation.DESCRIBE_CONFIGS

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import ipaddress
 import logging
 import os
 import socket
@@ -259,6 +260,7 @@ class BrokerServer:
             code = refuse(access, request)
             if code:
                 refusal = spec.response(version=header.api_version, error_code=code)
+                self.broker.metrics.request_answered(header.api_key, time.perf_counter() - started)
                 return [encode_response(header, spec, refusal)]
         result = handler(self.broker, context, request)
         if inspect.isawaitable(result):
@@ -458,5 +460,16 @@ class _RequestFrames(asyncio.BufferedProtocol):
 
 
 def _host(peer: Any) -> str:
-    """The client's address from a socket's peername (a tuple for TCP)."""
-    return str(peer[0]) if isinstance(peer, tuple) and peer else ""
+    """The client's address from a socket's peername (a tuple for TCP), written as
+    Java's getHostAddress writes it, so that an ACL's host copied from Kafka matches:
+    an IPv6 address in full, without leading zeros (``0:0:0:0:0:0:0:1``)."""
+    if not isinstance(peer, tuple) or not peer:
+        return ""
+    host = str(peer[0])
+    if ":" in host:
+        try:
+            full = ipaddress.IPv6Address(host.partition("%")[0]).exploded
+        except ValueError:
+            return host
+        return ":".join(f"{int(group, 16):x}" for group in full.split(":"))
+    return host

@@ -23,6 +23,7 @@ from partita.errors import (
     InvalidReplicaAssignmentError,
     InvalidRequestError,
     KafkaError,
+    TopicAuthorizationFailedError,
     TransactionalIdNotSupportedError,
     UnknownServerError,
 )
@@ -194,7 +195,11 @@ async def handle_delete_topics(
         name = given_name
         try:
             if name is None:
-                name = broker.replicas.name_for_id(topic_id or uuid.UUID(int=0))
+                resolved = broker.replicas.name_for_id(topic_id or uuid.UUID(int=0))
+                if context.access.topic(resolved):
+                    # Asked by id: the name is not told to whom may not see the topic.
+                    raise TopicAuthorizationFailedError("not authorized to delete this topic")
+                name = resolved
             context.access.require_topic(name)
             state = await broker.topic_admin.delete(name)
             results.append(

@@ -73,10 +73,13 @@ async def handle_find_coordinator(
         found = [(key, -1, None, InvalidRequestError.code) for key in _keys(context, request)]
         message: str | None = "partita coordinates consumer groups only"
     else:
-        await broker.groups.ensure_offsets_topic()
+        keys = _keys(context, request)
+        if any(not context.access.group(key, log_denied=False) for key in keys):
+            # Only for a client that may use some group: nobody else makes it exist.
+            await broker.groups.ensure_offsets_topic()
         by_id = {b.node_id: address for b, address in reachable_brokers(broker, context.listener)}
         found = []
-        for key in _keys(context, request):
+        for key in keys:
             denied = context.access.group(key)
             if denied:
                 found.append((key, -1, None, denied))
@@ -300,7 +303,7 @@ def _fetch_group(access: Access, broker: Broker, group_id: str, topics: Any) -> 
     if topics is None:
         by_topic: dict[str, list[tuple[int, CommittedOffset | None]]] = {}
         for (t, p), value in sorted(committed.items()):
-            if not access.topic(t):
+            if access.visible_topic(t):
                 by_topic.setdefault(t, []).append((p, value))
         return list(by_topic.items())
     return [
@@ -420,12 +423,12 @@ def handle_list_groups(broker: Broker, context: RequestContext, request: ListGro
     types = {t.strip().lower() for t in request.types_filter} if version >= 5 else set()
     access = context.access
     # DESCRIBE on the cluster lists every group; else those the principal may DESCRIBE.
-    every_group = not access.cluster()
+    every_group = not access.cluster(log_denied=False)
     listed = []
     for group in broker.groups.core.groups.values():
         if states and group.state.value.lower() not in states:
             continue
-        if not every_group and access.group(group.group_id):
+        if not every_group and access.group(group.group_id, log_denied=False):
             continue
         if types and "classic" not in types:
             continue

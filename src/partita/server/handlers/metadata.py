@@ -98,11 +98,12 @@ async def handle(broker: Broker, context: RequestContext, request: MetadataReque
         entries = [
             _topic_entry(t, offline)
             for name, t in sorted(broker.store.topics.items())
-            if not access.topic(name)
+            if access.visible_topic(name)
         ]
     else:
         for wanted in requested:
             name = wanted.name
+            by_id = name is None
             if name is None:
                 try:
                     name = broker.replicas.name_for_id(wanted.topic_id)
@@ -110,8 +111,9 @@ async def handle(broker: Broker, context: RequestContext, request: MetadataReque
                     entries.append(_error_entry(None, error_code(exc), wanted.topic_id))
                     continue
             denied = access.topic(name)
-            if denied:  # exists or not: an unauthorized client learns neither
-                entries.append(_error_entry(name, denied))
+            if denied:  # exists or not: an unauthorized client learns neither (nor the
+                # name of a topic it asked for by id)
+                entries.append(_error_entry(None if by_id else name, denied, wanted.topic_id))
                 continue
             topic = broker.store.topics.get(name)
             if topic is None:
@@ -145,7 +147,7 @@ async def handle(broker: Broker, context: RequestContext, request: MetadataReque
                 entry.authorized_operations = access.authorized_operations(
                     ResourceType.TOPIC, entry.name
                 )
-    cluster_operations = NO_AUTHORIZED_OPERATIONS
+    cluster_operations = None  # not asked: the field's default, -2^31
     if 8 <= version <= 10 and request.include_cluster_authorized_operations:
         cluster_operations = access.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
     return MetadataResponse(
@@ -165,7 +167,7 @@ async def handle(broker: Broker, context: RequestContext, request: MetadataReque
 def handle_describe_cluster(
     broker: Broker, context: RequestContext, request: DescribeClusterRequest
 ) -> Any:
-    operations = NO_AUTHORIZED_OPERATIONS
+    operations = None
     if request.include_cluster_authorized_operations:
         operations = context.access.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
     return DescribeClusterResponse(

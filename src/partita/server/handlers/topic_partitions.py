@@ -78,17 +78,20 @@ def plan_page(
 def handle(broker: Broker, context: RequestContext, request: DescribeTopicPartitionsRequest) -> Any:
     store = broker.store
     access = context.access
-    wanted = sorted({t.name for t in request.topics})
-    every_topic = not wanted
-    # Listing every topic leaves out those the principal may not DESCRIBE.
-    names = sorted(n for n in store.topics if not access.topic(n)) if every_topic else wanted
+    asked = sorted({t.name for t in request.topics})
+    every_topic = not asked
+    # Topics the principal may not DESCRIBE are left out of a listing of all, and out of
+    # the paging of those asked for (their sizes would tell), then refused at the end.
+    refused = {name: code for name in asked if (code := access.topic(name))}
+    wanted = [name for name in asked if name not in refused]
+    names = sorted(filter(access.visible_topic, store.topics)) if every_topic else wanted
     cursor = None
     if request.cursor is not None:
         cursor = (request.cursor.topic_name, request.cursor.partition_index)
-        if cursor[1] < 0 or (not every_topic and cursor[0] not in wanted):
+        if cursor[1] < 0 or (not every_topic and cursor[0] not in asked):
             return DescribeTopicPartitionsResponse(
                 throttle_time_ms=0,
-                topics=[_error_topic(name, InvalidRequestError.code) for name in wanted],
+                topics=[_error_topic(name, InvalidRequestError.code) for name in asked],
                 next_cursor=None,
             )
 
@@ -100,10 +103,6 @@ def handle(broker: Broker, context: RequestContext, request: DescribeTopicPartit
     offline_replicas = broker.replicas.offline_replicas()
     topics = []
     for entry in page:
-        denied = access.topic(entry.topic)
-        if denied:
-            topics.append(_error_topic(entry.topic, denied))
-            continue
         topic = store.topics.get(entry.topic)
         if topic is None or entry.partitions is None:
             illegal = valid_topic_name(entry.topic) is not None
@@ -143,6 +142,7 @@ def handle(broker: Broker, context: RequestContext, request: DescribeTopicPartit
                 topic_authorized_operations=NO_AUTHORIZED_OPERATIONS,
             )
         )
+    topics += [_error_topic(name, code) for name, code in refused.items()]
     return DescribeTopicPartitionsResponse(
         throttle_time_ms=0,
         topics=topics,

@@ -1,0 +1,162 @@
+"""A secured cluster (#28): three brokers whose only listener is SASL_SSL, so followers
+fetch over TLS and log in to their leaders (sasl.mechanism.inter.broker.protocol), with
+the ACL authorizer on. An application user (SCRAM-SHA-512, allowed its topic and group)
+produces with acks=all while the leader of a partition is killed with -9: nothing it was
+acknowledged is lost or doubled, and the killed broker, restarted, logs in again and
+catches up into the ISR."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
+from partita.local.cluster import LocalCluster
+from partita.security.certificates import CertificateAuthority
+from tests.cluster.conftest import until
+
+TOPIC = "payments"
+PARTITIONS = 3
+
+
+@pytest.fixture
+def secure_cluster(tmp_path: Path) -> Iterator[tuple[LocalCluster, Path]]:
+    ca = CertificateAuthority.create()
+    certs = tmp_path / "certs"
+    ca_file = ca.write(certs)
+    broker_cert = ca.issue(certs, "broker", hosts=("127.0.0.1", "localhost"))
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="broker" password="broker-secret" '
+        'user_broker="broker-secret" user_admin="admin-secret";'
+    )
+    settings = {
+        "listeners": "SASL_SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(broker_cert.keystore),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(ca_file),
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:broker;User:admin",
+        "min.insync.replicas": "2",
+        "group.initial.rebalance.delay.ms": "0",
+        "replica.lag.time.max.ms": "10000",
+    }
+    cluster = LocalCluster(tmp_path / "cluster", 3, settings=settings)
+    try:
+        cluster.start()
+        yield cluster, ca_file
+    finally:
+        cluster.kill()
+
+
+def secured(
+    cluster: LocalCluster, ca_file: Path, user: str, password: str, mechanism: str
+) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": cluster.bootstrap,
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(ca_file),
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": password,
+    }
+
+
+def test_a_sasl_ssl_cluster_replicates_and_loses_nothing_under_kill(
+    secure_cluster: tuple[LocalCluster, Path],
+) -> None:
+    cluster, ca_file = secure_cluster
+    admin_config = secured(cluster, ca_file, "admin", "admin-secret", "PLAIN")
+    admin = AdminClient(admin_config)
+    upsert = UserScramCredentialUpsertion(
+        "app", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"app-secret"
+    )
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(timeout=20)
+    for future in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)]).values():
+        future.result(timeout=20)
+    grants = [
+        AclBinding(ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL, "User:app", "*",
+                   operation, AclPermissionType.ALLOW)
+        for operation in (AclOperation.WRITE, AclOperation.READ)
+    ] + [
+        AclBinding(ResourceType.GROUP, "auditors", ResourcePatternType.LITERAL, "User:app",
+                   "*", AclOperation.READ, AclPermissionType.ALLOW),
+    ]  # fmt: skip
+    for future in admin.create_acls(grants).values():
+        future.result(timeout=20)
+
+    # Replication over SASL_SSL: every partition's ISR fills up.
+    def full_isrs() -> bool:
+        topic = admin.list_topics(TOPIC, timeout=10).topics[TOPIC]
+        return all(len(p.isrs) == 3 for p in topic.partitions.values())
+
+    until(full_isrs, 30, "every replica in sync over SASL_SSL")
+
+    app = secured(cluster, ca_file, "app", "app-secret", "SCRAM-SHA-512")
+    acked: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    failed: list[str] = []
+    lock = threading.Lock()
+
+    def on_delivery(error: Any, message: Any) -> None:
+        with lock:
+            if error is None:
+                acked[message.partition()].append(message.value())
+            else:
+                failed.append(str(error))
+
+    producer = Producer(
+        {**app, "acks": "all", "enable.idempotence": True, "linger.ms": 2,
+         "message.timeout.ms": 60000}
+    )  # fmt: skip
+    total, killed_at = 3000, 1000
+    leader = admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[0].leader
+    for i in range(total):
+        producer.produce(TOPIC, value=f"v{i}".encode(), partition=i % PARTITIONS,
+                         on_delivery=on_delivery)  # fmt: skip
+        producer.poll(0)
+        if i == killed_at:
+            producer.flush(30)
+            cluster.broker(leader).kill()  # kill -9
+        time.sleep(0.001)
+    assert producer.flush(60) == 0
+    assert not failed, failed[:5]
+    assert sum(len(v) for v in acked.values()) == total
+
+    # The killed broker comes back, logs in to the new leaders and catches up.
+    cluster.broker(leader).start()
+    until(full_isrs, 60, "the restarted broker back in every ISR")
+
+    consumer = Consumer({**app, "group.id": "auditors", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    read: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    deadline = time.monotonic() + 60
+    while sum(len(v) for v in read.values()) < total and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and not message.error():
+            read[message.partition()].append(message.value())
+    consumer.close()
+    for partition in range(PARTITIONS):
+        # Every acknowledged value, once, in the order it was acknowledged.
+        assert read[partition] == acked[partition], partition
