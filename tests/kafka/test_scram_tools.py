@@ -61,3 +61,37 @@ def test_kafka_configs_manages_scram_users_as_on_kafka(
     run_tool("configs", *delete, *user, *on_partita, bootstrap=secured.bootstrap).check()
     gone = auth_errors(dave)
     assert any("Invalid user credentials" in e for e in gone), gone
+
+
+def test_kafka_configs_manages_client_quotas_as_on_kafka(
+    secured: BrokerProcess, kafka: KafkaCluster, tmp_path: Path
+) -> None:
+    admin = tmp_path / "admin.properties"
+    admin.write_text(ADMIN_CONFIG)
+    steps = [
+        ["--alter", "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152",
+         "--entity-type", "users", "--entity-name", "erin"],
+        ["--alter", "--add-config", "request_percentage=50",
+         "--entity-type", "users", "--entity-name", "erin", "--entity-type", "clients",
+         "--entity-name", "etl"],
+        ["--alter", "--add-config", "consumer_byte_rate=4096", "--entity-type", "clients",
+         "--entity-default"],
+        ["--describe", "--entity-type", "users", "--entity-name", "erin"],
+        ["--describe", "--entity-type", "users", "--entity-name", "erin", "--entity-type",
+         "clients", "--entity-name", "etl"],
+        ["--describe", "--entity-type", "clients", "--entity-default"],
+        ["--alter", "--delete-config", "consumer_byte_rate", "--entity-type", "users",
+         "--entity-name", "erin"],
+        ["--describe", "--entity-type", "users", "--entity-name", "erin"],
+    ]  # fmt: skip
+    outputs = {}
+    for target, bootstrap, extra in (
+        ("partita", secured.bootstrap, ["--command-config", str(admin)]),
+        ("kafka", kafka.bootstrap, []),
+    ):
+        outputs[target] = [
+            run_tool("configs", *step, *extra, bootstrap=bootstrap).check().stdout for step in steps
+        ]
+    for step, ours, theirs in zip(steps, outputs["partita"], outputs["kafka"], strict=True):
+        assert ours == theirs, step
+    assert "producer_byte_rate=1048576.0" in outputs["partita"][3]

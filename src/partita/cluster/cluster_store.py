@@ -39,11 +39,13 @@ from partita.cluster.kv import (
 )
 from partita.cluster.layout import (
     Layout,
+    QuotaEntity,
     TopicRecord,
     decode_producer_ids,
     encode_acl,
     encode_broker,
     encode_broker_configs,
+    encode_client_quota,
     encode_partition,
     encode_producer_ids,
     encode_scram_credential,
@@ -449,6 +451,24 @@ class ClusterMetadataStore:
     async def alter_acls(self, create: list[AclBinding], delete: list[AclBinding]) -> None:
         ops: list[Op] = [Put(self.layout.acl(b), encode_acl(b)) for b in create]
         ops += [Delete(self.layout.acl(b)) for b in delete]
+        step = self.kv.max_txn_ops
+        for start in range(0, len(ops), step):
+            _ok, revision = await self.kv.txn([], ops[start : start + step])
+            await self.caught_up(revision)
+
+    # -- client quotas ------------------------------------------------------------------
+
+    def client_quotas(self) -> dict[QuotaEntity, dict[str, float]]:
+        return dict(self.image.client_quotas.values())
+
+    async def alter_client_quotas(self, quotas: dict[QuotaEntity, dict[str, float]]) -> None:
+        """Set each entity's quotas (all of them: an empty dict removes the entity)."""
+        ops: list[Op] = [
+            Put(self.layout.client_quota(entity), encode_client_quota(entity, values))
+            if values
+            else Delete(self.layout.client_quota(entity))
+            for entity, values in quotas.items()
+        ]
         step = self.kv.max_txn_ops
         for start in range(0, len(ops), step):
             _ok, revision = await self.kv.txn([], ops[start : start + step])

@@ -22,10 +22,12 @@ from partita.cluster.layout import (
     BadValueError,
     BrokerRegistration,
     Layout,
+    QuotaEntity,
     TopicRecord,
     decode_acl,
     decode_broker,
     decode_broker_configs,
+    decode_client_quota,
     decode_controller,
     decode_partition,
     decode_producer_ids,
@@ -52,6 +54,7 @@ class Changes:
     brokers: bool = False
     controller: bool = False
     acls: bool = False  # a binding was created or deleted
+    quotas: bool = False  # a client quota was set or removed
 
     def __bool__(self) -> bool:
         return bool(self.topics or self.deleted_topics or self.brokers or self.controller)
@@ -73,6 +76,7 @@ class ClusterImage:
         self.broker_configs: dict[str, str] = {}
         self.scram_credentials: dict[tuple[str, str], ScramCredential] = {}
         self.acls: dict[str, AclBinding] = {}  # by key
+        self.client_quotas: dict[str, tuple[QuotaEntity, dict[str, float]]] = {}  # by key
         self._records: dict[str, TopicRecord] = {}
         self._partitions: dict[uuid.UUID, dict[int, PartitionState]] = {}
         self._names: dict[uuid.UUID, str] = {}
@@ -93,7 +97,7 @@ class ClusterImage:
             for name, topic_id in before.items()
             if name not in self.topics or self.topics[name].topic_id != topic_id
         }
-        changes.brokers = changes.controller = changes.acls = True
+        changes.brokers = changes.controller = changes.acls = changes.quotas = True
         return changes
 
     def apply(self, events: Iterable[Event]) -> Changes:
@@ -148,6 +152,12 @@ class ClusterImage:
                 self.scram_credentials[(mechanism, user)] = decode_scram_credential(mechanism, raw)
             else:
                 self.scram_credentials.pop((mechanism, user), None)
+        elif key.startswith(layout.quotas):
+            changes.quotas = True
+            if put:
+                self.client_quotas[key] = decode_client_quota(raw)
+            else:
+                self.client_quotas.pop(key, None)
         elif key.startswith(layout.acls):
             changes.acls = True
             if put:

@@ -8,6 +8,7 @@
     <prefix>/producer-ids                     the next unallocated producer id
     <prefix>/scram/<mechanism>/<user>         a SCRAM credential: salt, iterations, keys
     <prefix>/acls/<digest>                    one ACL binding, keyed by a digest of itself
+    <prefix>/quotas/<digest>                  one client-quota entity and its quotas
 
 Partition keys sit under the topic *id*, not its name: a topic deleted and created again
 never sees the old one's partitions, and a create that fails half-way leaves keys under
@@ -88,6 +89,7 @@ class Layout:
         self.partitions = self.root + "partitions/"
         self.scram = self.root + "scram/"
         self.acls = self.root + "acls/"
+        self.quotas = self.root + "quotas/"
 
     def broker(self, node_id: int) -> str:
         return f"{self.brokers}{node_id}"
@@ -116,6 +118,10 @@ class Layout:
         # one key (Kafka keeps a set), and concurrent creates never compare-and-swap.
         digest = hashlib.sha256(encode_acl(binding)).hexdigest()[:32]
         return f"{self.acls}{digest}"
+
+    def client_quota(self, entity: QuotaEntity) -> str:
+        digest = hashlib.sha256(_dump([list(part) for part in entity])).hexdigest()[:32]
+        return f"{self.quotas}{digest}"
 
     def parse_partition_key(self, key: str) -> tuple[uuid.UUID, int]:
         rest = key.removeprefix(self.partitions)
@@ -439,3 +445,48 @@ def decode_acl(raw: bytes) -> AclBinding:
         return binding.validate()
     except (KeyError, InvalidAclError) as exc:
         raise BadValueError(f"not an ACL binding: {exc}") from exc
+
+
+# A client-quota entity, Kafka's: (type, name) pairs, type "user" or "client-id" (in
+# that order), name None for the type's default ("<default>" in Kafka's tools).
+QuotaEntity = tuple[tuple[str, str | None], ...]
+QUOTA_ENTITY_TYPES = ("user", "client-id")
+QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
+MAX_QUOTA = 1e18
+
+
+def encode_client_quota(entity: QuotaEntity, quotas: dict[str, float]) -> bytes:
+    return _dump({"entity": [list(part) for part in entity], "quotas": quotas})
+
+
+def decode_client_quota(raw: bytes) -> tuple[QuotaEntity, dict[str, float]]:
+    data = _object(raw)
+    parts = data.get("entity")
+    if not isinstance(parts, list) or not 0 < len(parts) <= len(QUOTA_ENTITY_TYPES):
+        raise BadValueError("a quota entity is a list of [type, name] pairs")
+    entity: list[tuple[str, str | None]] = []
+    for part in parts:
+        if (
+            not isinstance(part, list)
+            or len(part) != 2
+            or part[0] not in QUOTA_ENTITY_TYPES
+            or not (part[1] is None or (isinstance(part[1], str) and len(part[1]) <= 1000))
+        ):
+            raise BadValueError(f"a quota entity part is [type, name], got {part!r:.100}")
+        entity.append((part[0], part[1]))
+    if [t for t, _ in entity] != [t for t in QUOTA_ENTITY_TYPES if t in dict(entity)]:
+        raise BadValueError("a quota entity names each type once, user before client-id")
+    quotas = data.get("quotas")
+    if not isinstance(quotas, dict) or not quotas:
+        raise BadValueError("quotas must be a non-empty object")
+    out: dict[str, float] = {}
+    for key, value in quotas.items():
+        if (
+            key not in QUOTA_KEYS
+            or not isinstance(value, int | float)
+            or isinstance(value, bool)
+            or not 0 < value <= MAX_QUOTA
+        ):
+            raise BadValueError(f"quota {key}={value!r} is not one partita has")
+        out[key] = float(value)
+    return tuple(entity), out

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from partita.cluster.image import Changes
+from partita.cluster.layout import QuotaEntity
 from partita.cluster.model import BrokerInfo, PartitionState, TopicState
 from partita.security.acl import AclBinding
 from partita.security.scram import ScramCredential
@@ -94,6 +95,14 @@ class MetadataStore(Protocol):
 
     async def alter_acls(self, create: list[AclBinding], delete: list[AclBinding]) -> None:
         """Store and remove bindings; visible in this broker's image on return."""
+        ...
+
+    def client_quotas(self) -> dict[QuotaEntity, dict[str, float]]:
+        """Every client-quota entity and its quotas (kafka-configs --entity-type users)."""
+        ...
+
+    async def alter_client_quotas(self, quotas: dict[QuotaEntity, dict[str, float]]) -> None:
+        """Set each entity's quotas (an empty dict removes it); in the image on return."""
         ...
 
     async def report_offline_replicas(self, replicas: frozenset[tuple[uuid.UUID, int]]) -> bool:

@@ -61,6 +61,16 @@ def _partition_tags(p: PartitionResult) -> bytes:
     return encode_uvarint(len(fields)) + b"".join(fields)
 
 
+def set_fetch_throttle(
+    chunks: list[bytes | FileRegion], version: int, throttle_time_ms: int
+) -> list[bytes | FileRegion]:
+    """An encoded response with its throttle time set (the body's first field; v1+)."""
+    head = chunks[0]
+    if version < 1 or not isinstance(head, bytes) or len(head) < 4:
+        return chunks
+    return [_I32.pack(throttle_time_ms) + head[4:], *chunks[1:]]
+
+
 def encode_fetch_response(
     version: int,
     topics: list[TopicResult],

@@ -483,6 +483,27 @@ class DescribeClientQuotasRequest(Protocol):
     strict: bool
 
 
+class AlterClientQuotasRequestEntityData(Protocol):
+    entity_type: str
+    entity_name: str | None
+
+
+class AlterClientQuotasRequestOpData(Protocol):
+    key: str
+    value: float
+    remove: bool
+
+
+class AlterClientQuotasRequestEntryData(Protocol):
+    entity: Sequence[AlterClientQuotasRequestEntityData]
+    ops: Sequence[AlterClientQuotasRequestOpData]
+
+
+class AlterClientQuotasRequest(Protocol):
+    entries: Sequence[AlterClientQuotasRequestEntryData]
+    validate_only: bool
+
+
 class DescribeUserScramCredentialsRequestUserName(Protocol):
     name: str
 

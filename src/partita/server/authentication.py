@@ -191,6 +191,7 @@ class Session:
         self.raw_tokens = False  # after a v0 handshake: bare tokens, not requests
         self.failed: str | None = None  # set on a failed login: close after the delay
         self.expires_at: float | None = None
+        self.throttle_ms = 0  # the last response's quota throttle: mute for that long
         self._exchange: SaslServer | None = None
         self._mechanism = ""
 

@@ -139,6 +139,8 @@ RULES: dict[ApiKey, Rule | Callable[[Any, int], Rule]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster(Operation.DESCRIBE),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Rule(cluster=Operation.ALTER),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: _cluster(Operation.DESCRIBE_CONFIGS),
+    # No top-level error: every entry carries the refusal.
+    ApiKey.ALTER_CLIENT_QUOTAS: Rule(cluster=Operation.ALTER_CONFIGS),
     ApiKey.DESCRIBE_ACLS: _cluster(Operation.DESCRIBE),
     ApiKey.CREATE_ACLS: Rule(cluster=Operation.ALTER),
     ApiKey.DELETE_ACLS: Rule(cluster=Operation.ALTER),

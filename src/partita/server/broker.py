@@ -14,6 +14,7 @@ from pathlib import Path
 
 from partita.cluster.etcd_kv import EtcdKV, parse_endpoints
 from partita.cluster.file_kv import METADATA_KV_FILE, FileKV
+from partita.cluster.image import Changes
 from partita.cluster.kv import KV
 from partita.cluster.model import BrokerInfo
 from partita.cluster.store import MetadataStore
@@ -26,6 +27,7 @@ from partita.server.config import BrokerConfig, ListenerSpec
 from partita.server.group_service import GroupService
 from partita.server.metrics import BrokerMetrics
 from partita.server.partition import never_fenced
+from partita.server.quotas import QuotaManager
 from partita.server.replica_manager import ReplicaManager
 from partita.server.topic_admin import TopicAdmin
 from partita.storage.dir_lock import DataDirLock
@@ -73,6 +75,10 @@ class Broker:
         )
         self.store: MetadataStore = self.cluster.store
         self.authorization = Authorization(build_authorizer(config), self.store)
+        self.quotas = QuotaManager(
+            config.get_int("quota.window.size.seconds"), config.get_int("quota.window.num")
+        )
+        self.store.subscribe(self._quotas_changed)
         self.topic_admin = TopicAdmin(config, self.store)
         self.logs = LogManager(data_dir, self.topic_admin.log_config)
         self.metrics = BrokerMetrics(self.store)
@@ -100,6 +106,10 @@ class Broker:
         # What this broker, as a leader, sends to replicas a reassignment is adding.
         self.reassignment_limit = ByteRateLimit(self._leader_throttle)
         self._dir_lock: DataDirLock | None = None
+
+    def _quotas_changed(self, changes: Changes) -> None:
+        if changes.quotas:
+            self.quotas.load(self.store.client_quotas().items())
 
     def _unclean_leader_election(self, topic: str) -> bool:
         return self.topic_admin.log_config(topic).unclean_leader_election_enable

@@ -68,6 +68,9 @@ BROKER_DEFAULTS: dict[str, str] = {
     "authorizer.class.name": "",
     "super.users": "",  # User:alice;User:bob -- allowed everything
     "allow.everyone.if.no.acl.found": "false",
+    # Client quotas' sampled rates (Kafka's): windows kept, and each one's length.
+    "quota.window.num": "11",
+    "quota.window.size.seconds": "1",
     "num.partitions": "1",
     # Partition replicas this broker may hold (KIP-578's name; Kafka has no such limit),
     # checked before a create or CreatePartitions records anything (POLICY_VIOLATION;

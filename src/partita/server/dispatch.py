@@ -26,6 +26,7 @@ from partita.server.handlers import (
     metadata,
     offsets,
     produce,
+    quotas,
     sasl,
     topic_partitions,
 )
@@ -79,7 +80,8 @@ HANDLERS: dict[ApiKey, Handler[Any]] = {
     ApiKey.SASL_AUTHENTICATE: sasl.handle_sasl_authenticate,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: sasl.handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: sasl.handle_alter_user_scram_credentials,
-    ApiKey.DESCRIBE_CLIENT_QUOTAS: sasl.handle_describe_client_quotas,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: quotas.handle_describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: quotas.handle_alter_client_quotas,
     ApiKey.CREATE_ACLS: acls.handle_create_acls,
     ApiKey.DESCRIBE_ACLS: acls.handle_describe_acls,
     ApiKey.DELETE_ACLS: acls.handle_delete_acls,

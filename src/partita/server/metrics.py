@@ -64,6 +64,13 @@ class BrokerMetrics:
             ["request"],
             registry=self.registry,
         )
+        self._throttle_seconds = Counter(
+            "partita_quota_throttle_seconds",
+            "Time clients were told to wait for being over a quota, by API (Kafka: the "
+            "throttle-time of its Produce/Fetch/Request quota sensors).",
+            ["request"],
+            registry=self.registry,
+        )
         self._request_seconds = Histogram(
             "partita_request_seconds",
             "Time from a request's arrival to its response, by API, waits included "
@@ -118,6 +125,9 @@ class BrokerMetrics:
             self._per_api[api_key] = children
         children[0].inc()
         children[1].observe(seconds)
+
+    def throttled(self, api_key: int, throttle_ms: int) -> None:
+        self._throttle_seconds.labels(_api_name(api_key)).inc(throttle_ms / 1000)
 
     def appended(self, topic: str, messages: int, size: int) -> None:
         children = self._per_topic_in.get(topic)

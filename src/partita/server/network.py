@@ -30,6 +30,7 @@ from partita.protocol.codec import (
     encode_raw_response,
     encode_response,
 )
+from partita.protocol.fetch_response import set_fetch_throttle
 from partita.protocol.file_region import FileRegion
 from partita.protocol.frames import FrameReceiver
 from partita.protocol.wire import MalformedRequestError
@@ -39,7 +40,10 @@ from partita.server.broker import Broker
 from partita.server.closing import CloseConnectionError
 from partita.server.dispatch import HANDLERS
 from partita.server.handlers.api_versions import unsupported_version_body
-from partita.server.request_context import RequestContext
+from partita.server.quotas import FETCH as FETCH_RATE
+from partita.server.quotas import PRODUCE as PRODUCE_RATE
+from partita.server.quotas import REQUEST as REQUEST_SHARE
+from partita.server.request_context import RequestContext, fetch_replica_id
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +54,8 @@ _PREFIX = struct.Struct(">ii")
 # queued small requests keep pipelined producers busy, the byte bound keeps big ones to
 # a frame or two.)
 _MAX_QUEUED_FRAMES = 16
+# Not counted against request quotas, as in Kafka: what a client needs to log in.
+_QUOTA_EXEMPT = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 _TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a client that opens TLS and stalls holds nothing longer
 _MAX_QUEUED_BYTES = 4 << 20
 
@@ -151,6 +157,8 @@ class BrokerServer:
                     chunks = self._raw_token(frame, session)
                 else:
                     chunks = await self._respond(frame, peer, session)
+                muted_for = session.throttle_ms
+                session.throttle_ms = 0
                 if session.failed is not None:
                     # Kafka delays a failed login's answer, then closes the connection:
                     # a password guesser gets a few tries a second, not thousands.
@@ -165,6 +173,10 @@ class BrokerServer:
                 if chunks:
                     await _write_chunks(transport, chunks)
                 await connection.drain()
+                if muted_for:
+                    # Over its quota: answered at once, then not read from until the
+                    # throttle time has passed (Kafka mutes the channel; KIP-219).
+                    await asyncio.sleep(muted_for / 1000)
             error = connection.receiver.error
             if error is not None:
                 log.warning(
@@ -266,11 +278,50 @@ class BrokerServer:
         if inspect.isawaitable(result):
             result = await result
         self.broker.metrics.request_answered(header.api_key, time.perf_counter() - started)
+        if self.broker.quotas.enabled and spec.key not in _QUOTA_EXEMPT:
+            result = self._throttle(frame, header, request, session, result, started)
         if result is None:
             return None
         if isinstance(result, list):  # pre-encoded body chunks (Fetch)
             return self._frame_chunks(header, spec.flexible(header.api_version), result)
         return [encode_response(header, spec, result)]
+
+    def _throttle(
+        self,
+        frame: memoryview,
+        header: RequestHeader,
+        request: Any,
+        session: Session,
+        result: Any,
+        started: float,
+    ) -> Any:
+        """Count the request against its client's quotas (server/quotas.py); over one,
+        the response says how long to wait and the connection is muted that long.
+        Followers are never throttled: replication is not a client."""
+        quotas = self.broker.quotas
+        user, client = session.principal.name, header.client_id or ""
+        key, version = header.api_key, header.api_version
+        if key == ApiKey.FETCH and fetch_replica_id(request, version) >= 0:
+            return result
+        throttle = 0
+        if key == ApiKey.PRODUCE:
+            throttle = quotas.record(PRODUCE_RATE, user, client, len(frame))
+        elif key == ApiKey.FETCH and isinstance(result, list):
+            throttle = quotas.record(FETCH_RATE, user, client, sum(len(c) for c in result))
+        seconds = time.perf_counter() - started
+        throttle = max(throttle, quotas.record(REQUEST_SHARE, user, client, seconds * 100))
+        if not throttle:
+            return result
+        session.throttle_ms = throttle
+        self.broker.metrics.throttled(key, throttle)
+        if key == ApiKey.FETCH and isinstance(result, list):
+            # The records go out with the throttle time, and the connection is muted:
+            # Kafka answers such a fetch empty instead, which costs the consumer a round
+            # trip per response and held librdkafka ~10% under its quota here.
+            return set_fetch_throttle(result, version, throttle)
+        if result is not None and hasattr(result, "throttle_time_ms"):
+            result.throttle_time_ms = throttle
+        return result
 
     @staticmethod
     def _frame_chunks(

@@ -11,7 +11,6 @@ from typing import Any
 
 from kafka.protocol.admin import (
     AlterUserScramCredentialsResponse,
-    DescribeClientQuotasResponse,
     DescribeUserScramCredentialsResponse,
 )
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
@@ -26,7 +25,6 @@ from partita.errors import (
 )
 from partita.protocol.messages import (
     AlterUserScramCredentialsRequest,
-    DescribeClientQuotasRequest,
     DescribeUserScramCredentialsRequest,
     SaslAuthenticateRequest,
     SaslHandshakeRequest,
@@ -200,13 +198,3 @@ async def handle_alter_user_scram_credentials(
         for user in users
     ]
     return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=results)
-
-
-def handle_describe_client_quotas(
-    _broker: Broker, _context: RequestContext, _request: DescribeClientQuotasRequest
-) -> Any:
-    """No client quotas exist yet (#28 adds them): every filter matches none. kafka-configs
-    asks this beside the SCRAM credentials when it describes a user."""
-    return DescribeClientQuotasResponse(
-        throttle_time_ms=0, error_code=0, error_message=None, entries=[]
-    )
