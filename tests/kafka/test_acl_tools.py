@@ -73,7 +73,9 @@ def test_kafka_acls_adds_lists_and_removes_as_on_kafka(
 
 
 def _lines(text: str) -> list[str]:
-    """Resources in the order the broker sends them; a resource's bindings go through a
-    Java set in the tool, so their order is the set's: compared as sets."""
+    """The tool groups bindings by resource in a Java HashMap keyed by ResourcePattern,
+    whose hash includes enums' identity hashes: the order of resources, and of a
+    resource's bindings, changes from one run of the tool to the next, against Kafka as
+    against partita. Compared as sets."""
     blocks = [block.strip().splitlines() for block in text.strip().split("\n\n")]
-    return [f"{b[0]} {sorted(line.strip() for line in b[1:])}" for b in blocks if b]
+    return sorted(f"{b[0]} {sorted(line.strip() for line in b[1:])}" for b in blocks if b)

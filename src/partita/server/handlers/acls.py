@@ -117,7 +117,7 @@ def handle_describe_acls(
             resources=[],
         )
     by_resource: dict[tuple[ResourceType, str, PatternType], list[AclBinding]] = defaultdict(list)
-    for binding in sorted(broker.store.acls(), key=_kafka_order):
+    for binding in sorted(broker.store.acls(), key=_by_resource):
         if selection.matches(binding):
             key = (binding.resource_type, binding.resource_name, binding.pattern_type)
             by_resource[key].append(binding)
@@ -143,20 +143,9 @@ def handle_describe_acls(
     )
 
 
-def _kafka_order(binding: AclBinding) -> tuple[int, int, _Reversed, AclBinding]:
-    """Kafka's StandardAuthorizer keeps bindings sorted by resource type, pattern type,
-    then resource name in reverse; kafka-acls lists resources in the order sent."""
-    return (binding.resource_type, binding.pattern_type, _Reversed(binding.resource_name), binding)
-
-
-class _Reversed(str):
-    __slots__ = ()
-
-    def __lt__(self, other: str) -> bool:
-        return str.__gt__(self, other)
-
-    def __gt__(self, other: str) -> bool:
-        return str.__lt__(self, other)
+def _by_resource(binding: AclBinding) -> tuple[int, int, str, AclBinding]:
+    """Resources grouped, in a stable order (Kafka's tools print them as they group them)."""
+    return (binding.resource_type, binding.pattern_type, binding.resource_name, binding)
 
 
 async def handle_delete_acls(
