@@ -73,3 +73,85 @@ def test_cluster_up_describe_and_a_clean_stop(tmp_path: Path) -> None:
         assert code == 0, out.read_text()
         assert time.monotonic() - started < 20
         assert "stopped" in out.read_text()
+
+
+def test_a_secure_cluster_and_the_security_commands(tmp_path: Path) -> None:
+    """`cluster up --secure`: TLS + SASL with ACLs, the admin's client configs printed;
+    then, through the CLI only: a SCRAM user, its ACLs and a quota are made, the user
+    writes and reads its topic and nothing else, and kcat connects with the
+    librdkafka config the cluster wrote."""
+    out = tmp_path / "up.out"
+    data = tmp_path / "c"
+    with out.open("w") as sink:
+        up = subprocess.Popen(
+            [sys.executable, "-m", "partita.cli.main", "cluster", "up", "--brokers", "3",
+             "--secure", "--data-dir", str(data)],
+            stdout=sink, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 90
+            while "Ctrl-C stops" not in out.read_text():
+                assert up.poll() is None, out.read_text()
+                assert time.monotonic() < deadline, out.read_text()
+                time.sleep(0.1)
+            text = out.read_text()
+            found = re.search(r"bootstrap\s+(\S+)", text)
+            assert found, text
+            servers = found.group(1)
+            admin_config = data / "security" / "client.properties"
+            assert f"--command-config {admin_config}" in text
+            admin = ["--command-config", str(admin_config), "-b", servers]
+
+            # Without credentials: refused, one line.
+            bare = _partita("-b", servers, "topic", "list")
+            assert bare.returncode == 1 and bare.stderr.count("\n") == 1, bare.stderr
+
+            for args in (
+                ["topic", "create", "ledger", "-p", "3", "-r", "3"],
+                ["topic", "create", "secret", "-p", "1", "-r", "3"],
+                ["user", "add", "alice", "--password", "alice-pw", "-m", "SCRAM-SHA-512"],
+                ["acl", "add", "--allow-principal", "User:alice", "-o", "write", "-o", "read",
+                 "--topic", "ledger"],
+                ["acl", "add", "--allow-principal", "User:alice", "-o", "read", "--group",
+                 "auditors"],
+                ["quota", "set", "--user", "alice", "producer_byte_rate=10485760"],
+            ):  # fmt: skip
+                done = _partita(*admin, *args)
+                assert done.returncode == 0, (args, done.stderr)
+            users = _partita(*admin, "user", "list")
+            assert "alice" in users.stdout and "SCRAM-SHA-512" in users.stdout
+            assert "alice-pw" not in users.stdout
+            acls = _partita(*admin, "acl", "list", "--topic", "ledger")
+            assert acls.stdout.count("User:alice") == 2, acls.stdout
+            quotas = _partita(*admin, "quota", "describe", "--user", "alice")
+            assert "10485760" in quotas.stdout, quotas.stdout
+
+            alice = [
+                "-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanism=SCRAM-SHA-512",
+                "-X", "sasl.username=alice", "-X", "sasl.password=alice-pw",
+                "-X", f"ssl.ca.location={data / 'security' / 'ca.pem'}", "-b", servers,
+            ]  # fmt: skip
+            produced = subprocess.run(
+                [sys.executable, "-m", "partita.cli.main", *alice, "produce", "ledger"],
+                input="".join(f"entry-{i}\n" for i in range(20)),
+                capture_output=True, text=True, timeout=60, check=False,
+            )  # fmt: skip
+            assert produced.returncode == 0, produced.stderr
+            consumed = _partita(*alice, "consume", "ledger", "-o", "beginning", "--exit", "--format", "value")
+            assert consumed.returncode == 0, consumed.stderr
+            assert sorted(consumed.stdout.split()) == sorted(f"entry-{i}" for i in range(20))
+            refused = _partita(*alice, "consume", "secret", "-o", "beginning", "--exit")
+            assert refused.returncode == 1, refused.stdout
+            assert "authoriz" in refused.stderr.lower(), refused.stderr
+
+            kcat = subprocess.run(
+                ["kcat", "-F", str(data / "security" / "librdkafka.properties"), "-b",
+                 servers, "-L", "-t", "ledger"],
+                capture_output=True, text=True, timeout=30, check=False,
+            )  # fmt: skip
+            assert kcat.returncode == 0, kcat.stderr
+            assert "3 brokers" in kcat.stdout and "ledger" in kcat.stdout
+        finally:
+            up.send_signal(signal.SIGTERM)
+            code = up.wait(60)
+        assert code == 0, out.read_text()

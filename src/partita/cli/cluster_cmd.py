@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from partita.cli.common import bootstrap_option, fail, run_client, stdout_console
+from partita.cli.common import bootstrap_option, client_settings, fail, run_client, stdout_console
 
 if TYPE_CHECKING:
     from partita.client.admin import AsyncAdmin, ClusterDescription, TopicDescription
+    from partita.local.secure import SecureSetup
 
 app = typer.Typer(
     help="A cluster of brokers: start one locally, or see who leads what.",
@@ -43,6 +44,13 @@ def up(
     settings: list[str] = typer.Option(
         [], "--set", help="A broker setting for every broker, e.g. --set num.partitions=6."
     ),
+    secure: bool = typer.Option(
+        False,
+        "--secure",
+        help="TLS and SASL on every connection (SASL_SSL), ACLs on: makes a CA, the "
+        "brokers' certificates, an admin user and client configs under DATA_DIR/security, "
+        "and prints how to connect.",
+    ),
 ) -> None:
     """Start etcd and BROKERS brokers on 127.0.0.1, print the bootstrap servers and each
     broker's role, and run until Ctrl-C or SIGTERM, which stops everything cleanly.
@@ -59,6 +67,12 @@ def up(
             raise fail(f"--set expects key=value, got {item!r}")
         extra[key] = value
     rack_list = [r.strip() for r in racks.split(",") if r.strip()] or None
+    setup = None
+    if secure:
+        from partita.local.secure import make_secure_setup  # noqa: PLC0415
+
+        setup = make_secure_setup(data_dir.resolve() / "security")
+        extra = {**setup.broker_settings, **extra}
     cluster = LocalCluster(data_dir.resolve(), brokers, rack_list, etcd or None, extra)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -71,9 +85,12 @@ def up(
         cluster.kill()
         raise fail(str(exc).splitlines()[0]) from None
     try:
-        description = run_client(cluster.bootstrap, _describe_cluster(cluster.bootstrap))
+        security = setup.client_settings if setup is not None else client_settings()
+        description = run_client(cluster.bootstrap, _describe_cluster(cluster.bootstrap, security))
         console.print(f"metadata     {cluster.metadata}")
         console.print(f"bootstrap    [bold]{cluster.bootstrap}[/bold]")
+        if setup is not None:
+            _print_how_to_connect(console, cluster.bootstrap, setup)
         _print_brokers(description, {}, {}, {})
         console.print("Ctrl-C stops the cluster.")
         while not stop.wait(0.5):
@@ -87,10 +104,30 @@ def up(
         console.print("stopped")
 
 
-async def _describe_cluster(bootstrap: str) -> ClusterDescription:
+def _print_how_to_connect(console: Any, bootstrap: str, setup: SecureSetup) -> None:
+    """The commands that reach the secured cluster, with the files made for them."""
+    from rich.markup import escape  # noqa: PLC0415
+
+    lines = [
+        "security     SASL_SSL (TLS + SASL PLAIN/SCRAM), ACLs on; admin user: admin",
+        f"  partita --command-config {setup.client_properties} -b {bootstrap} topic list",
+        f"  kcat -F {setup.librdkafka_properties} -b {bootstrap} -L",
+        f"  kafka-topics.sh --bootstrap-server {bootstrap} "
+        f"--command-config {setup.client_properties} --list",
+        "  add users and ACLs: partita --command-config ... user add alice; "
+        "partita ... acl add --allow-principal User:alice -o read --topic orders",
+    ]
+    for line in lines:
+        console.print(escape(line), soft_wrap=True)
+
+
+async def _describe_cluster(
+    bootstrap: str, security: dict[str, str] | None = None
+) -> ClusterDescription:
     from partita.client.admin import AsyncAdmin  # noqa: PLC0415
 
-    async with AsyncAdmin(bootstrap) as admin:
+    chosen = security if security is not None else client_settings()
+    async with AsyncAdmin(bootstrap, security=chosen) as admin:
         return await admin.describe_cluster()
 
 
@@ -135,7 +172,7 @@ def describe(
         return cluster, described, sizes, replica_sizes
 
     async def go() -> tuple[Any, list[Any], dict[int, int], Any]:
-        async with AsyncAdmin(bootstrap) as admin:
+        async with AsyncAdmin(bootstrap, security=client_settings()) as admin:
             return await gather(admin)
 
     rates: dict[int, dict[tuple[str, int], float]] = {}  # bytes-in/s, per replica
@@ -256,7 +293,7 @@ def drain(
     from partita.cluster.rebalance_plan import plan  # noqa: PLC0415
 
     async def go() -> int:
-        async with AsyncAdmin(bootstrap) as admin:
+        async with AsyncAdmin(bootstrap, security=client_settings()) as admin:
             cluster = await admin.describe_cluster()
             others = [b.node_id for b in cluster.brokers if b.node_id != broker]
             if not others:

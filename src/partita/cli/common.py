@@ -58,6 +58,58 @@ def _resolve_bootstrap(ctx: typer.Context, value: str | None) -> str:
     return chosen
 
 
+CLIENT_CONFIG_ENV = "PARTITA_CLIENT_CONFIG"
+
+
+def read_client_settings(path: str | None, settings: list[str]) -> dict[str, str]:
+    """``--command-config FILE`` (key=value lines, # comments), then each ``-X``."""
+    out: dict[str, str] = {}
+    if path:
+        try:
+            lines = open(path, encoding="utf-8").read().splitlines()  # noqa: SIM115
+        except OSError as exc:
+            raise fail(f"--command-config {path}: {exc.strerror or exc}") from None
+        for number, raw in enumerate(lines, 1):
+            line = raw.strip()
+            if not line or line.startswith(("#", "!")):
+                continue
+            key, sep, value = line.partition("=")
+            if not sep:
+                raise fail(f"{path}:{number}: expected key=value, got {raw!r}")
+            out[key.strip()] = value.strip()
+    for item in settings:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise fail(f"-X expects key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+# The root command's --command-config and -X, checked, for the clients a command makes
+# (one process runs one command: set once, by cli.main).
+_client_settings: dict[str, str] = {}
+
+
+def check_client_settings(path: str | None, settings: list[str]) -> None:
+    """Refuse bad security settings before anything connects (one line), and keep them
+    for ``client_settings``."""
+    from partita.client.security import ClientSecurity  # noqa: PLC0415
+    from partita.errors import KafkaError  # noqa: PLC0415
+
+    chosen = read_client_settings(path, settings)
+    try:
+        ClientSecurity.from_config(chosen)
+    except KafkaError as exc:
+        raise fail(exc.message) from None
+    _client_settings.clear()
+    _client_settings.update(chosen)
+
+
+def client_settings() -> dict[str, str]:
+    """The security settings given to the root command, for a command's clients."""
+    return dict(_client_settings)
+
+
 def check_bootstrap(servers: str) -> None:
     try:
         parse_bootstrap(servers)

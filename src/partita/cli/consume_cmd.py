@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from partita.cli.common import bootstrap_option, fail, run_client
+from partita.cli.common import bootstrap_option, client_settings, fail, run_client
 from partita.cli.record_output import ENCODINGS, FORMATS, record_formatter
 
 if TYPE_CHECKING:
@@ -123,6 +123,7 @@ def consume(
             auto_offset_reset=reset,
             group_id=group_id,
             partition_assignment_strategy=["range"],
+            security=client_settings(),
         ) as consumer:
             await consumer.cluster.topic(topic, auto_create=False)
             consumer.subscribe([topic])
@@ -150,7 +151,9 @@ def consume(
             return await go_group(group)
         from partita.client.consumer import AsyncConsumer  # noqa: PLC0415
 
-        async with AsyncConsumer(bootstrap, auto_offset_reset=reset) as consumer:
+        async with AsyncConsumer(
+            bootstrap, auto_offset_reset=reset, security=client_settings()
+        ) as consumer:
             info = await consumer.cluster.topic(topic, auto_create=False)
             tps = [(topic, p) for p in (partition or sorted(info.leaders))]
             consumer.assign(tps)

@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, TypeVar
 
 import typer
 
-from partita.cli.common import bootstrap_option, error_message, fail, stdout_console
+from partita.cli.common import (
+    bootstrap_option,
+    client_settings,
+    error_message,
+    fail,
+    stdout_console,
+)
 
 if TYPE_CHECKING:
     # Loaded by _run, when a command runs: --help needs none of the client.
@@ -42,8 +48,10 @@ def _run(bootstrap: str, action: Callable[[AsyncAdmin, AsyncConsumer], Awaitable
 
     async def go() -> T:
         async with (
-            AsyncAdmin(bootstrap, client_id="partita-cli") as admin,
-            AsyncConsumer(bootstrap, client_id="partita-cli") as consumer,
+            AsyncAdmin(bootstrap, client_id="partita-cli", security=client_settings()) as admin,
+            AsyncConsumer(
+                bootstrap, client_id="partita-cli", security=client_settings()
+            ) as consumer,
         ):
             return await action(admin, consumer)
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from partita.cli.common import bootstrap_option, fail, run_client, stdout_console
+from partita.cli.common import bootstrap_option, client_settings, fail, run_client, stdout_console
 
 if TYPE_CHECKING:
     from partita.client.admin import AsyncAdmin
@@ -68,7 +68,7 @@ def elect(
     wanted = parse_partitions(partitions or [])
 
     async def go() -> dict[tuple[str, int], tuple[int, str | None]]:
-        async with AsyncAdmin(bootstrap) as admin:
+        async with AsyncAdmin(bootstrap, security=client_settings()) as admin:
             return await admin.elect_leaders(preferred, await _expand(admin, wanted))
 
     results = run_client(bootstrap, go())

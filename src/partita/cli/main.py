@@ -20,7 +20,12 @@ from typer.core import TyperCommand, TyperGroup
 from typer.main import get_command
 
 from partita import __version__
-from partita.cli.common import BOOTSTRAP_ENV, check_bootstrap
+from partita.cli.common import (
+    BOOTSTRAP_ENV,
+    CLIENT_CONFIG_ENV,
+    check_bootstrap,
+    check_client_settings,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +76,17 @@ COMMANDS = {
         "partita.cli.log_tools",
         "app",
         "Inspect partition logs on disk (like kafka-dump-log.sh and kafka-log-dirs.sh).",
+    ),
+    "acl": LazyCommand(
+        "partita.cli.acl_cmd",
+        "app",
+        "ACLs: allow or deny principals operations on topics, groups, the cluster.",
+    ),
+    "user": LazyCommand("partita.cli.user_cmd", "app", "SCRAM users: add, list, remove."),
+    "quota": LazyCommand(
+        "partita.cli.quota_cmd",
+        "app",
+        "Client quotas: byte rates and request time per user or client id.",
     ),
     "pipeline": LazyCommand(
         "partita.cli.pipeline_cmd",
@@ -212,6 +228,25 @@ def main(
         "group); a -b after the command wins. Default: 127.0.0.1:9092.",
         show_default=False,
     ),
+    command_config: str | None = typer.Option(
+        None,
+        "--command-config",
+        envvar=CLIENT_CONFIG_ENV,
+        metavar="FILE",
+        help="Client settings for a secured cluster, as Kafka's tools take them "
+        "(security.protocol, sasl.mechanism, sasl.username, sasl.password or "
+        "sasl.jaas.config, ssl.ca.location or ssl.truststore.location, ...); one "
+        "key=value a line.",
+        show_default=False,
+    ),
+    client_setting: list[str] = typer.Option(
+        [],
+        "-X",
+        "--client-setting",
+        metavar="KEY=VALUE",
+        help="One client setting, as kcat's -X; repeatable; wins over --command-config. "
+        "Example: -X security.protocol=SASL_SSL -X sasl.mechanism=SCRAM-SHA-512",
+    ),
     log_level: str = typer.Option(
         "INFO", "--log-level", envvar="PARTITA_LOG_LEVEL", help="DEBUG, INFO, WARNING or ERROR."
     ),
@@ -227,6 +262,7 @@ def main(
 ) -> None:
     if bootstrap_server is not None:
         check_bootstrap(bootstrap_server)
+    check_client_settings(command_config, client_setting)
     root = logging.getLogger()
     root.handlers[:] = [_ConfigureOnFirstRecord(log_level, log_format)]
     root.setLevel(log_level.upper())

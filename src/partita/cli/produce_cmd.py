@@ -12,7 +12,7 @@ from typing import BinaryIO
 
 import typer
 
-from partita.cli.common import bootstrap_option, fail, run_client
+from partita.cli.common import bootstrap_option, client_settings, fail, run_client
 
 NEWLINE = b"\n"
 
@@ -81,7 +81,11 @@ def produce(
 
         sent = 0
         async with AsyncProducer(
-            bootstrap, acks=acks, compression_type=compression, partitioner=partitioner
+            bootstrap,
+            acks=acks,
+            compression_type=compression,
+            partitioner=partitioner,
+            security=client_settings(),
         ) as producer:
             with Progress(
                 "[progress.description]{task.description}",

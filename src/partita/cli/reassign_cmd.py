@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from partita.cli.common import bootstrap_option, fail, run_client, stdout_console
+from partita.cli.common import bootstrap_option, client_settings, fail, run_client, stdout_console
 
 if TYPE_CHECKING:
     from partita.client.admin import AsyncAdmin
@@ -101,7 +101,7 @@ def plan_cmd(
         raise fail(f"--brokers expects comma-separated ids, got {brokers!r}") from None
 
     async def go() -> tuple[Plan, dict[int, str | None]]:
-        async with AsyncAdmin(bootstrap) as admin:
+        async with AsyncAdmin(bootstrap, security=client_settings()) as admin:
             return await _current(admin, [t for t in topics.split(",") if t])
 
     current, racks = run_client(bootstrap, go())
@@ -135,7 +135,7 @@ def execute(
     planned = read_plan(plan_file)
 
     async def go() -> dict[tuple[str, int], tuple[int, str | None]]:
-        async with AsyncAdmin(bootstrap) as admin:
+        async with AsyncAdmin(bootstrap, security=client_settings()) as admin:
             await _check_plan(admin, planned)
             if throttle:
                 await admin.set_replication_throttle(throttle)
@@ -204,7 +204,7 @@ def verify(
     planned = read_plan(plan_file)
 
     async def go() -> tuple[Plan, dict[Any, Any]]:
-        async with AsyncAdmin(bootstrap) as admin:
+        async with AsyncAdmin(bootstrap, security=client_settings()) as admin:
             current, _racks = await _current(admin, sorted({t for t, _ in planned}))
             return current, await admin.list_partition_reassignments()
 
@@ -234,7 +234,7 @@ def cancel(
     planned = read_plan(plan_file)
 
     async def go() -> dict[tuple[str, int], tuple[int, str | None]]:
-        async with AsyncAdmin(bootstrap) as admin:
+        async with AsyncAdmin(bootstrap, security=client_settings()) as admin:
             ongoing = await admin.list_partition_reassignments()
             return await admin.alter_partition_reassignments(
                 {tp: None for tp in planned if tp in ongoing}

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from partita.cli.common import bootstrap_option, fail, run_client, stdout_console
+from partita.cli.common import bootstrap_option, client_settings, fail, run_client, stdout_console
 
 if TYPE_CHECKING:
     # Loaded when a command runs: --help needs none of the client.
@@ -26,7 +26,7 @@ def run_admin(bootstrap: str, action: Callable[[AsyncAdmin], Awaitable[T]]) -> T
     from partita.client.admin import AsyncAdmin  # noqa: PLC0415
 
     async def go() -> T:
-        async with AsyncAdmin(bootstrap) as admin:
+        async with AsyncAdmin(bootstrap, security=client_settings()) as admin:
             return await action(admin)
 
     return run_client(bootstrap, go())
