@@ -80,7 +80,7 @@ COMMANDS = {
     "acl": LazyCommand(
         "partita.cli.acl_cmd",
         "app",
-        "ACLs: allow or deny principals operations on topics, groups, the cluster.",
+        "ACLs: who may do what to which topics, groups, transactional ids, the cluster.",
     ),
     "user": LazyCommand("partita.cli.user_cmd", "app", "SCRAM users: add, list, remove."),
     "quota": LazyCommand(
