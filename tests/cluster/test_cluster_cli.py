@@ -137,7 +137,9 @@ def test_a_secure_cluster_and_the_security_commands(tmp_path: Path) -> None:
                 capture_output=True, text=True, timeout=60, check=False,
             )  # fmt: skip
             assert produced.returncode == 0, produced.stderr
-            consumed = _partita(*alice, "consume", "ledger", "-o", "beginning", "--exit", "--format", "value")
+            consumed = _partita(
+                *alice, "consume", "ledger", "-o", "beginning", "--exit", "--format", "value"
+            )
             assert consumed.returncode == 0, consumed.stderr
             assert sorted(consumed.stdout.split()) == sorted(f"entry-{i}" for i in range(20))
             refused = _partita(*alice, "consume", "secret", "-o", "beginning", "--exit")
