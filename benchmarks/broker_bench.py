@@ -227,7 +227,7 @@ def start_partita(workdir: Path, settings: list[str]) -> BrokerProcess:
         broker.check_alive()
         _expect(time.monotonic() < deadline, "partita not ready after 30 s")
         time.sleep(0.05)
-    broker.port = int(ready.read_text().strip().rpartition(":")[2])
+    broker.port = int(ready.read_text().splitlines()[0].rpartition(":")[2])
     return broker
 
 

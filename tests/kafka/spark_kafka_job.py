@@ -53,10 +53,16 @@ def session(app: str = "spark-kafka-job") -> Any:
     return spark
 
 
+# kafka.* options every read and write gets (a secured cluster's security.protocol,
+# sasl.jaas.config, ssl.truststore.*): JSON in $SPARK_KAFKA_OPTIONS.
+EXTRA_OPTIONS: dict[str, str] = json.loads(os.environ.get("SPARK_KAFKA_OPTIONS", "{}"))
+
+
 def reader(spark: Any, fmt: str, bootstrap: str, topic: str, stream: bool = False) -> Any:
     r = spark.readStream if stream else spark.read
     return (
         r.format(fmt)
+        .options(**EXTRA_OPTIONS)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
@@ -176,16 +182,24 @@ def main() -> None:
         result[f"stream-{fmt}"] = available_now(spark, fmt, bootstrap, topic, workdir, per_trigger)
     # Spark's Kafka sink, batch: key, value, headers and partition from a DataFrame
     source = reader(spark, "partita", bootstrap, topic).load()
-    source.selectExpr("key", "value", "headers", "partition").write.format("kafka").option(
-        "kafka.bootstrap.servers", bootstrap
-    ).option("topic", f"{topic}-batch-out").save()
+    source.selectExpr("key", "value", "headers", "partition").write.format("kafka").options(
+        **EXTRA_OPTIONS
+    ).option("kafka.bootstrap.servers", bootstrap).option("topic", f"{topic}-batch-out").save()
     result["written-batch"] = batch(spark, "partita", bootstrap, f"{topic}-batch-out")
+    # and format("partita")'s sink, read back by Spark's connector
+    source.selectExpr("key", "value", "headers", "partition").write.mode("append").format(
+        "partita"
+    ).options(**EXTRA_OPTIONS).option("kafka.bootstrap.servers", bootstrap).option(
+        "topic", f"{topic}-partita-out"
+    ).save()
+    result["written-partita"] = batch(spark, "kafka", bootstrap, f"{topic}-partita-out")
     # streaming: format("partita") in, Spark's Kafka sink out, AvailableNow
     query = (
         reader(spark, "partita", bootstrap, topic, stream=True)
         .load()
         .selectExpr("key", "value", "headers", "partition")
         .writeStream.format("kafka")
+        .options(**EXTRA_OPTIONS)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", f"{topic}-stream-out")
         .option("checkpointLocation", str(workdir / "checkpoint-stream-out"))

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,14 +40,13 @@ def broker(kafka_jars: None, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     process.close()
 
 
-@pytest.fixture(scope="module")
-def produced(broker: BrokerProcess) -> list[list[Any]]:
+def produce_source(config: dict[str, Any]) -> list[list[Any]]:
     """COUNT records over 3 partitions with keys (some null), values, headers, timestamps;
-    returns them as the job prints rows."""
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    for topic in (TOPIC, f"{TOPIC}-batch-out", f"{TOPIC}-stream-out"):
+    returns them as the job prints rows. ``config``: the client's settings."""
+    admin = AdminClient(config)
+    for topic in (TOPIC, f"{TOPIC}-batch-out", f"{TOPIC}-stream-out", f"{TOPIC}-partita-out"):
         admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    producer = Producer({**config, "linger.ms": 5})
     sent: dict[int, list[Any]] = {}
     acked: list[list[Any]] = []
 
@@ -77,32 +78,31 @@ def produced(broker: BrokerProcess) -> list[list[Any]]:
     return sorted(acked)
 
 
-@pytest.fixture(scope="module")
-def job(
-    broker: BrokerProcess, produced: list[list[Any]], tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, Any]:
+def run_job(bootstrap: str, workdir: Path, options: dict[str, str] | None = None) -> dict[str, Any]:
+    """tests/kafka/spark_kafka_job.py on TOPIC, every read and write given ``options``."""
     assert any(SPARK_KAFKA_JARS.glob("spark-sql-kafka-0-10_*.jar")), SPARK_KAFKA_JARS
-    workdir = tmp_path_factory.mktemp("spark-kafka")
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tests.kafka.spark_kafka_job",
-            broker.bootstrap,
-            TOPIC,
-            str(workdir),
-            "150",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
-    )
+        [sys.executable, "-m", "tests.kafka.spark_kafka_job", bootstrap, TOPIC, str(workdir),
+         "150"],
+        cwd=REPO, capture_output=True, text=True, timeout=280, check=False,
+        env={**os.environ, "SPARK_KAFKA_OPTIONS": json.dumps(options or {})},
+    )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
     out: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     print({name: round(value[1], 1) for name, value in out.items() if name != "spark"})
     return out
+
+
+@pytest.fixture(scope="module")
+def produced(broker: BrokerProcess) -> list[list[Any]]:
+    return produce_source({"bootstrap.servers": broker.bootstrap})
+
+
+@pytest.fixture(scope="module")
+def job(
+    broker: BrokerProcess, produced: list[list[Any]], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    return run_job(broker.bootstrap, tmp_path_factory.mktemp("spark-kafka"))
 
 
 def test_batch_reads_agree(job: dict[str, Any], produced: list[list[Any]]) -> None:
@@ -135,3 +135,14 @@ def test_spark_kafka_sink_batch_write(job: dict[str, Any], produced: list[list[A
 def test_spark_kafka_sink_streaming_write(job: dict[str, Any], produced: list[list[Any]]) -> None:
     written = job["written-stream"][0]
     assert _content(written) == _content(produced)
+
+
+def test_format_partita_sink_batch_write(job: dict[str, Any], produced: list[list[Any]]) -> None:
+    """format("partita")'s sink, read back by Spark's own connector."""
+    assert _content(without_sink_headers(job["written-partita"][0])) == _content(produced)
+
+
+def without_sink_headers(rows: list[list[Any]]) -> list[list[Any]]:
+    """The rows without the spark.* headers format("partita")'s sink adds to each record
+    (batch, task and row: what makes a retried task's records recognisable)."""
+    return [[*row[:5], [h for h in row[5] if not h[0].startswith("spark.")]] for row in rows]

@@ -34,7 +34,10 @@ def run(
         [], "--set", help="A Kafka broker setting, e.g. --set log.retention.hours=24 (repeatable)."
     ),
     ready_file: Path | None = typer.Option(
-        None, "--ready-file", help="Write HOST:PORT here once clients can connect."
+        None,
+        "--ready-file",
+        help="Once clients can connect, write here HOST:PORT of the first listener, then "
+        "one line per listener: NAME HOST:PORT.",
     ),
     metrics_listen: str | None = typer.Option(
         None,

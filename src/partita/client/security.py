@@ -19,6 +19,7 @@ the Java client's alike:
 
 from __future__ import annotations
 
+import functools
 import re
 import ssl
 from collections.abc import Mapping
@@ -76,6 +77,13 @@ class ClientSecurity:
                 )
         tls = client_tls(settings) if protocol in ("SSL", "SASL_SSL") else None
         return cls(protocol, mechanism, username, password, tls)
+
+
+@functools.lru_cache(maxsize=16)
+def security_of(settings: tuple[tuple[str, str], ...]) -> ClientSecurity:
+    """``ClientSecurity.from_config`` once per process per settings: a TLS context reads
+    its files once, not at every connection (a Spark task connects many times)."""
+    return ClientSecurity.from_config(dict(settings))
 
 
 def client_tls(settings: Mapping[str, str]) -> ssl.SSLContext:

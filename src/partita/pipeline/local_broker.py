@@ -44,7 +44,7 @@ class LocalBroker:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the broker did not start in 60 s; see {self.log_path}")
             time.sleep(0.05)
-        self.bootstrap = ready.read_text().strip()
+        self.bootstrap = ready.read_text().splitlines()[0].strip()  # the first listener
         return self
 
     def __exit__(

@@ -18,10 +18,11 @@ import pyarrow as pa
 
 from partita.client.cluster import Cluster
 from partita.client.consumer import AsyncConsumer, fetch_request
+from partita.client.security import ClientSecurity, security_of
 from partita.errors import KafkaError, UnknownTopicOrPartitionError
 from partita.protocol.fetch_response import decode_fetch_response_v11
 from partita.protocol.record_columns import end_of_whole_batches
-from partita.spark.options import EARLIEST, LATEST, Subscription
+from partita.spark.options import EARLIEST, LATEST, Security, Subscription
 from partita.spark.planning import OffsetRange, Offsets, TopicPartition
 from partita.spark.rows import RowBuilder
 
@@ -66,8 +67,15 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
 class BrokerView:
     """Driver-side questions, answered over one connection per call."""
 
-    def __init__(self, bootstrap_servers: str) -> None:
+    def __init__(self, bootstrap_servers: str, security: Security = ()) -> None:
         self.bootstrap_servers = bootstrap_servers
+        # The settings, not the TLS context they make: a streaming reader holding this is
+        # pickled to the Python worker.
+        self.security_settings = security
+
+    @property
+    def security(self) -> ClientSecurity:
+        return security_of(self.security_settings)
 
     def partitions(self, subscription: Subscription) -> Subscribed:
         """The partitions a subscription covers right now, and the subscribed topics the
@@ -75,7 +83,7 @@ class BrokerView:
         return _run(self._partitions(subscription))
 
     async def _partitions(self, subscription: Subscription) -> Subscribed:
-        cluster = Cluster(self.bootstrap_servers, "partita-spark-driver")
+        cluster = Cluster(self.bootstrap_servers, "partita-spark-driver", security=self.security)
         try:
             if subscription.kind == "subscribe":
                 await cluster.refresh(list(subscription.topics), auto_create=False)
@@ -113,7 +121,9 @@ class BrokerView:
         return _run(self._list_offsets(specs))
 
     async def _list_offsets(self, specs: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
-        consumer = AsyncConsumer(self.bootstrap_servers, client_id="partita-spark-driver")
+        consumer = AsyncConsumer(
+            self.bootstrap_servers, client_id="partita-spark-driver", security=self.security
+        )
         try:
             await consumer.start()
             found = await consumer.list_offsets(specs)
@@ -135,10 +145,11 @@ def read_range(
     include_headers: bool,
     fail_on_data_loss: bool,
     poll_timeout_ms: int,
+    security: Security = (),
 ) -> Iterator[pa.RecordBatch]:
     """The records of one offset range as Arrow batches (an executor's whole job)."""
     loop = asyncio.new_event_loop()
-    cluster = Cluster(bootstrap_servers, "partita-spark-reader")
+    cluster = Cluster(bootstrap_servers, "partita-spark-reader", security=security_of(security))
     tp = (offset_range.topic, offset_range.partition)
     builder = RowBuilder(offset_range.topic, offset_range.partition, include_headers)
     position, end = offset_range.start, offset_range.end
@@ -161,7 +172,9 @@ def read_range(
                 ahead = (following, loop.create_task(_fetch(cluster, tp, following)))
                 loop.run_until_complete(asyncio.sleep(0))  # the request goes out now
             if code == OFFSET_OUT_OF_RANGE:
-                position = _after_lost_data(bootstrap_servers, tp, position, fail_on_data_loss)
+                position = _after_lost_data(
+                    bootstrap_servers, tp, position, fail_on_data_loss, security
+                )
                 if position < 0:
                     break
                 continue
@@ -205,10 +218,14 @@ async def _discard(task: asyncio.Task[tuple[int, int, bytes | memoryview]]) -> N
 
 
 def _after_lost_data(
-    bootstrap_servers: str, tp: TopicPartition, position: int, fail_on_data_loss: bool
+    bootstrap_servers: str,
+    tp: TopicPartition,
+    position: int,
+    fail_on_data_loss: bool,
+    security: Security = (),
 ) -> int:
     """Where to continue when ``position`` is out of the log's range; -1 to stop."""
-    starts, ends = BrokerView(bootstrap_servers).bounds([tp])
+    starts, ends = BrokerView(bootstrap_servers, security).bounds([tp])
     earliest, latest = starts[tp], ends[tp]
     message = (
         f"{tp[0]}-{tp[1]}: offset {position} is out of range (the log now holds "

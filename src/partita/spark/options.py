@@ -96,6 +96,12 @@ class Subscription:
         return any(t == topic for t, _ in self.partitions)
 
 
+# kafka.* settings that say how to reach a secured cluster (security.protocol, sasl.*,
+# ssl.*): passed to every client the connector makes, driver and executors alike.
+SECURITY_PREFIXES = ("security.", "sasl.", "ssl.")
+Security = tuple[tuple[str, str], ...]  # sorted (name, value): hashable and picklable
+
+
 @dataclass(frozen=True, slots=True)
 class SourceOptions:
     bootstrap_servers: str
@@ -113,6 +119,7 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = 120_000
+    security: Security = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +127,21 @@ class SinkOptions:
     bootstrap_servers: str
     topic: str | None
     producer: dict[str, Any] = field(default_factory=dict)
+    security: Security = ()
+
+
+def _security(passed: dict[str, str]) -> Security:
+    """The security settings among the kafka.* ones, checked now (one clear message
+    at load()/save(), not a failed task)."""
+    from partita.client.security import security_of  # noqa: PLC0415
+    from partita.errors import KafkaError  # noqa: PLC0415
+
+    chosen = tuple(sorted((k, v) for k, v in passed.items() if k.startswith(SECURITY_PREFIXES)))
+    try:
+        security_of(chosen)
+    except KafkaError as exc:
+        raise OptionError(f"kafka.* security settings: {exc.message}") from None
+    return chosen
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -273,7 +295,9 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
     streaming reads share (used when Spark asks for the schema, before it says which)."""
     lowered = _lower(options)
     bootstrap = _bootstrap(lowered)
-    _client_options(lowered, _SOURCE_OPTIONS, _REFUSED_CONSUMER_OPTIONS, "source")
+    security = _security(
+        _client_options(lowered, _SOURCE_OPTIONS, _REFUSED_CONSUMER_OPTIONS, "source")
+    )
     subscription = _subscription(lowered)
     starting = _offset_spec(lowered, "startingoffsets", "latest" if streaming else "earliest")
     ending = _offset_spec(lowered, "endingoffsets", "latest")
@@ -345,6 +369,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
         fail_on_data_loss=_bool(lowered, "failondataloss", True),
         include_headers=_bool(lowered, "includeheaders", False),
         poll_timeout_ms=_int(lowered, "kafkaconsumer.polltimeoutms") or 120_000,
+        security=security,
     )
 
 
@@ -354,7 +379,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     passed = _client_options(lowered, _SINK_OPTIONS, _REFUSED_PRODUCER_OPTIONS, "sink")
     producer: dict[str, Any] = {}
     for setting, value in passed.items():
-        if setting == "bootstrap.servers":
+        if setting == "bootstrap.servers" or setting.startswith(SECURITY_PREFIXES):
             continue
         target = _PRODUCER_OPTIONS.get(setting)
         if target is None:
@@ -375,4 +400,9 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     # 1,000,000 bytes stays under the broker's default max.message.bytes (1,048,588).
     producer.setdefault("batch_size", 1_000_000)
     topic = lowered.get("topic")
-    return SinkOptions(bootstrap_servers=bootstrap, topic=topic or None, producer=producer)
+    return SinkOptions(
+        bootstrap_servers=bootstrap,
+        topic=topic or None,
+        producer=producer,
+        security=_security(passed),
+    )

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from partita.client.producer import AsyncProducer
+from partita.client.security import security_of
 from partita.spark.options import SinkOptions
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ class _Idle:
 def producer_key(options: SinkOptions) -> ProducerKey:
     """Writes share a producer only when they would configure it identically."""
     settings = tuple(sorted((name, repr(value)) for name, value in options.producer.items()))
-    return options.bootstrap_servers, settings
+    return options.bootstrap_servers, settings + options.security
 
 
 class ProducerCache:
@@ -115,7 +116,9 @@ class ProducerCache:
 
 
 async def _open(options: SinkOptions) -> AsyncProducer:
-    producer = AsyncProducer(options.bootstrap_servers, **options.producer)
+    producer = AsyncProducer(
+        options.bootstrap_servers, **options.producer, security=security_of(options.security)
+    )
     try:
         await producer.start()
     except BaseException:

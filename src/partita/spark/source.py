@@ -131,6 +131,7 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.Reco
         include_headers=options.include_headers,
         fail_on_data_loss=options.fail_on_data_loss,
         poll_timeout_ms=options.poll_timeout_ms,
+        security=options.security,
     )
 
 
@@ -144,7 +145,7 @@ class _Planner:
 
     def __init__(self, options: SourceOptions, *, wait_for_topics: bool) -> None:
         self.options = options
-        self.broker = BrokerView(options.bootstrap_servers)
+        self.broker = BrokerView(options.bootstrap_servers, options.security)
         self.wait_for_topics = wait_for_topics
         self._waiting_for: dict[str, int] = {}
 
