@@ -270,6 +270,17 @@ def test_clients_produce_and_consume_over_sasl_ssl_with_scram(
     assert any("Authentication failed" in e or "credentials" in e for e in wrong), wrong
 
 
+def test_big_fetches_over_tls(tls_broker: BrokerProcess, certs: Certificates) -> None:
+    """Responses bigger than the sendfile threshold go through memory on a TLS listener
+    (a region handed to asyncio's sendfile there closed the connection)."""
+    bob = sasl_ssl(tls_broker, certs, "bob", "bob-secret", "PLAIN")
+    topic = new_topic(bob)
+    values = [bytes([i]) * 100_000 for i in range(40)]  # 4 MB, fetched a megabyte at a time
+    assert delivered(bob, topic, values) == [None] * len(values)
+    assert read(bob, topic, len(values)) == values
+    assert read(mutual_tls(tls_broker, certs, certs.alice), topic, len(values)) == values
+
+
 def test_mutual_tls_principal_is_the_certificates_subject(
     tls_broker: BrokerProcess, certs: Certificates
 ) -> None:

@@ -62,6 +62,12 @@ def run(
         "default: one embedded broker.",
         show_default=False,
     ),
+    secure: bool = typer.Option(
+        False,
+        "--secure",
+        help="Brokers with TLS and SASL only (SASL_SSL) and ACLs on, as cluster up --secure "
+        "makes them; the producer, Spark and the checks connect as the admin user.",
+    ),
 ) -> None:
     """Run the main job: NYC flights 2013 through partita into a PySpark pipeline."""
     from partita.pipeline.failover import REPLICATION  # noqa: PLC0415
@@ -80,18 +86,28 @@ def run(
         load_flight_events,
         produce_events,
     )
-    from partita.pipeline.spark_job import JobResult  # noqa: PLC0415
+    from partita.pipeline.spark_job import JobResult, kafka_options  # noqa: PLC0415
 
     out_dir = work_dir / "output"
     result = JobResult()
     failover: FailoverReport | None = None
+    broker_settings: dict[str, str] = {}
+    security: dict[str, str] = {}
+    if secure:
+        from partita.local.secure import make_secure_setup  # noqa: PLC0415
+
+        setup = make_secure_setup(work_dir / "security")
+        broker_settings, security = setup.broker_settings, setup.client_settings
+        console.print(
+            f"secured: SASL_SSL only, ACLs on; client settings in {setup.client_properties}"
+        )
 
     if brokers:
         from partita.pipeline.failover import all_brokers, local_cluster  # noqa: PLC0415
 
         started = time.perf_counter()
         try:
-            with local_cluster(work_dir / "cluster", brokers) as cluster:
+            with local_cluster(work_dir / "cluster", brokers, broker_settings, security) as cluster:
                 timings["start cluster"] = time.perf_counter() - started
                 console.print(
                     f"cluster up: {brokers} brokers at {all_brokers(cluster)}, metadata in "
@@ -104,7 +120,7 @@ def run(
                     cluster, events, partitions, timings
                 )
                 _spark_stages(
-                    all_brokers(cluster),
+                    kafka_options(all_brokers(cluster), security),
                     work_dir,
                     out_dir,
                     result,
@@ -114,14 +130,14 @@ def run(
         except RuntimeError as exc:  # a broker that did not start, a failover that stalled
             raise fail(f"{str(exc).splitlines()[0]} (logs: {work_dir / 'cluster'})") from None
     else:
-        with LocalBroker(work_dir / "broker", work_dir / "broker.log") as broker:
+        with LocalBroker(work_dir / "broker", work_dir / "broker.log", broker_settings) as broker:
             console.print(f"broker up at {broker.bootstrap} (log: {work_dir / 'broker.log'})")
             started = time.perf_counter()
             events = load_flight_events(limit)
             timings["load dataset"] = time.perf_counter() - started
 
             started = time.perf_counter()
-            asyncio.run(create_topic(broker.bootstrap, TOPIC, partitions))
+            asyncio.run(create_topic(broker.bootstrap, TOPIC, partitions, security=security))
             with _progress() as progress:
                 task = progress.add_task("producing flights", total=len(events))
                 per_partition = asyncio.run(
@@ -130,11 +146,17 @@ def run(
                         TOPIC,
                         events,
                         lambda done: progress.update(task, completed=done),
+                        security=security,
                     )
                 )
             timings["produce"] = time.perf_counter() - started
             _spark_stages(
-                broker.bootstrap, work_dir, out_dir, result, timings, max_offsets_per_trigger
+                kafka_options(broker.bootstrap, security),
+                work_dir,
+                out_dir,
+                result,
+                timings,
+                max_offsets_per_trigger,
             )
 
     verdict = check(Produced.of(events.values, per_partition), result)
@@ -173,19 +195,26 @@ def _produce_through_failover(
 
     async def go() -> tuple[dict[int, int], FailoverReport, float]:
         started = time.perf_counter()
+        security = cluster.client_settings
         await create_topic(
             cluster.bootstrap,
             TOPIC,
             partitions,
             REPLICATION,
             {"min.insync.replicas": str(MIN_ISR)},
+            security,
         )
         # Spark's writers would have the brokers create these on first use, but two tasks
         # asking two brokers at once can get TOPIC_ALREADY_EXISTS from the one that lost
         # the race (a cluster-mode bug of auto-creation), which fails the write.
         for output in (REPORT_TOPIC, HOURLY_TOPIC):
             await create_topic(
-                cluster.bootstrap, output, -1, REPLICATION, {"min.insync.replicas": str(MIN_ISR)}
+                cluster.bootstrap,
+                output,
+                -1,
+                REPLICATION,
+                {"min.insync.replicas": str(MIN_ISR)},
+                security,
             )
         before = await describe(cluster, TOPIC)
         console.print(
@@ -214,7 +243,7 @@ def _produce_through_failover(
             following = asyncio.create_task(failover.follow())
             try:
                 per_partition = await produce_events(
-                    cluster.bootstrap, TOPIC, events, lambda _sent: None, acknowledged
+                    cluster.bootstrap, TOPIC, events, lambda _sent: None, acknowledged, security
                 )
             except BaseException:
                 following.cancel()
@@ -232,7 +261,7 @@ def _produce_through_failover(
 
 
 def _spark_stages(
-    bootstrap: str,
+    kafka: dict[str, str],
     work_dir: Path,
     out_dir: Path,
     result: JobResult,
@@ -251,13 +280,13 @@ def _spark_stages(
     try:
         started = time.perf_counter()
         with console.status("Spark batch: on-time performance per carrier and route"):
-            run_batch(spark, bootstrap, TOPIC, out_dir, result)
+            run_batch(spark, kafka, TOPIC, out_dir, result)
         timings["Spark batch"] = time.perf_counter() - started
         started = time.perf_counter()
         with console.status("Spark streaming: hourly departures with a watermark"):
             run_streaming(
                 spark,
-                bootstrap,
+                kafka,
                 TOPIC,
                 out_dir,
                 work_dir / "checkpoints" / "hourly",

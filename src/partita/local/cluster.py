@@ -212,8 +212,11 @@ class LocalCluster:
         etcd_endpoints: str | None = None,
         settings: dict[str, str] | None = None,
         prefix: str = "partita",
+        client_settings: dict[str, str] | None = None,
     ) -> None:
         self.base = base
+        # What a client needs to reach these brokers (a secured cluster's login and CA).
+        self.client_settings = dict(client_settings or {})
         self.etcd = None if etcd_endpoints else EtcdProcess(base / "etcd")
         endpoints = etcd_endpoints or (self.etcd.endpoint if self.etcd else "")
         self.metadata = f"etcd://{endpoints}/{prefix}"

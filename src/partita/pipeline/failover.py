@@ -35,10 +35,21 @@ Say = Callable[[str], None]
 
 
 @contextlib.contextmanager
-def local_cluster(base: Path, brokers: int) -> Iterator[LocalCluster]:
-    """etcd and ``brokers`` brokers under ``base``; stopped with a controlled shutdown,
-    or killed if they did not all come up."""
-    cluster = LocalCluster(base, brokers, settings=BROKER_SETTINGS)
+def local_cluster(
+    base: Path,
+    brokers: int,
+    settings: dict[str, str] | None = None,
+    client_settings: dict[str, str] | None = None,
+) -> Iterator[LocalCluster]:
+    """etcd and ``brokers`` brokers under ``base`` (with ``settings`` beside the job's:
+    a secured cluster's), reached with ``client_settings``; stopped with a controlled
+    shutdown, or killed if they did not all come up."""
+    cluster = LocalCluster(
+        base,
+        brokers,
+        settings={**BROKER_SETTINGS, **(settings or {})},
+        client_settings=client_settings,
+    )
     try:
         cluster.start()
     except ClusterStartError:
@@ -161,7 +172,7 @@ def layout(cluster: LocalCluster, topic: str, partitions: list[PartitionDescript
 
 
 async def describe(cluster: LocalCluster, topic: str) -> list[PartitionDescription]:
-    async with AsyncAdmin(cluster.bootstrap) as admin:
+    async with AsyncAdmin(cluster.bootstrap, security=cluster.client_settings) as admin:
         return await _until(admin, topic, lambda ps: all(p.leader >= 0 for p in ps), "leaders")
 
 
@@ -241,7 +252,9 @@ class Failover:
                     state.shrunk_s = now
                     state.isr_after = list(p.isr)
 
-        async with AsyncAdmin(self.cluster.bootstrap) as admin:
+        async with AsyncAdmin(
+            self.cluster.bootstrap, security=self.cluster.client_settings
+        ) as admin:
             after = await _until(
                 admin,
                 topic,

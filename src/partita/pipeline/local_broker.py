@@ -13,9 +13,12 @@ from types import TracebackType
 class LocalBroker:
     """``partita broker`` on 127.0.0.1 with an ephemeral port; stopped cleanly on exit."""
 
-    def __init__(self, data_dir: Path, log_path: Path) -> None:
+    def __init__(
+        self, data_dir: Path, log_path: Path, settings: dict[str, str] | None = None
+    ) -> None:
         self.data_dir = data_dir
         self.log_path = log_path
+        self.settings = dict(settings or {})
         self.bootstrap = ""
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -35,6 +38,8 @@ class LocalBroker:
             "--ready-file",
             str(ready),
         ]
+        for key, value in self.settings.items():
+            command += ["--set", f"{key}={value}"]
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(command, stdout=log, stderr=log)
         deadline = time.monotonic() + 60

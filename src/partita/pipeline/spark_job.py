@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,24 +93,26 @@ def fingerprint(rows: list[Any]) -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
-def _to_topic(df: DataFrame, key: Any, bootstrap: str, topic: str) -> None:
+def kafka_options(bootstrap: str, security: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What every read and write of the job is given: the brokers, and a secured
+    cluster's client settings as Spark's kafka.* options."""
+    return {
+        "kafka.bootstrap.servers": bootstrap,
+        **{f"kafka.{key}": value for key, value in (security or {}).items()},
+    }
+
+
+def _to_topic(df: DataFrame, key: Any, kafka: dict[str, str], topic: str) -> None:
     df.select(
         key.cast("string").alias("key"), F.to_json(F.struct(*df.columns)).alias("value")
-    ).write.mode("append").format("partita").option("kafka.bootstrap.servers", bootstrap).option(
-        "topic", topic
-    ).save()
+    ).write.mode("append").format("partita").options(**kafka).option("topic", topic).save()
 
 
 def run_batch(
-    spark: SparkSession, bootstrap: str, topic: str, out_dir: Path, result: JobResult
+    spark: SparkSession, kafka: dict[str, str], topic: str, out_dir: Path, result: JobResult
 ) -> None:
     """On-time performance per carrier and per route, joined with the dimension tables."""
-    events = (
-        spark.read.format("partita")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .load()
-    )
+    events = spark.read.format("partita").options(**kafka).option("subscribe", topic).load()
     result.spark_tasks = events.rdd.getNumPartitions()
     flights = _flights(
         events,
@@ -169,11 +172,11 @@ def run_batch(
     route_rows = spark.createDataFrame(routes.collect(), routes.schema).cache()
     carrier_rows.write.mode("overwrite").parquet(str(out_dir / "carrier_on_time.parquet"))
     route_rows.write.mode("overwrite").parquet(str(out_dir / "route_on_time.parquet"))
-    _to_topic(carrier_rows, F.concat(F.lit("carrier:"), F.col("carrier")), bootstrap, REPORT_TOPIC)
+    _to_topic(carrier_rows, F.concat(F.lit("carrier:"), F.col("carrier")), kafka, REPORT_TOPIC)
     _to_topic(
         route_rows,
         F.concat(F.lit("route:"), F.col("origin"), F.lit("-"), F.col("dest")),
-        bootstrap,
+        kafka,
         REPORT_TOPIC,
     )
     result.carriers = [r.asDict() for r in carrier_rows.orderBy(F.desc("on_time_pct")).collect()]
@@ -188,7 +191,7 @@ def run_batch(
 
 def run_streaming(
     spark: SparkSession,
-    bootstrap: str,
+    kafka: dict[str, str],
     topic: str,
     out_dir: Path,
     checkpoint: Path,
@@ -199,7 +202,7 @@ def run_streaming(
     written once, when the watermark has passed it (append mode)."""
     events = (
         spark.readStream.format("partita")
-        .option("kafka.bootstrap.servers", bootstrap)
+        .options(**kafka)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
@@ -227,7 +230,7 @@ def run_streaming(
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         batch.persist()
         batch.write.mode("append").parquet(hourly_path)
-        _to_topic(batch, F.col("origin"), bootstrap, HOURLY_TOPIC)
+        _to_topic(batch, F.col("origin"), kafka, HOURLY_TOPIC)
         result.hourly_windows += batch.count()
         batch.unpersist()
 

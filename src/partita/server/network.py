@@ -358,16 +358,24 @@ async def _write_chunks(
 
 
 async def _send_region(transport: asyncio.WriteTransport, region: FileRegion) -> None:
-    sent = _send_region_now(transport, region)
+    if transport.get_extra_info("sslcontext") is not None:
+        # TLS encrypts in user space: the bytes must pass through memory. One pread into
+        # one buffer, handed to the TLS transport as it is (kernel TLS, which would let
+        # sendfile through, needs Python 3.12's ssl.OP_ENABLE_KTLS).
+        data = region.read()
+        transport.write(data)
+        sent = len(data)
+    else:
+        sent = _send_region_now(transport, region)
     if sent < region.length:
         loop = asyncio.get_running_loop()
         try:
             # A file object is asked for; sendfile uses only its fileno() and seek().
             file = cast(IO[bytes], region)
             sent += await loop.sendfile(
-                transport, file, region.position + sent, region.length - sent
+                transport, file, region.position + sent, region.length - sent, fallback=False
             )
-        except asyncio.SendfileNotAvailableError:  # e.g. TLS: through memory instead
+        except asyncio.SendfileNotAvailableError:  # no plain socket: through memory
             data = region.read()[sent:]
             sent += len(data)
             transport.write(data)
