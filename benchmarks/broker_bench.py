@@ -112,8 +112,13 @@ def log_clients_to(path: Path) -> None:
     CLIENT_LOG.setLevel(logging.INFO)
 
 
+# Security settings every client of the run gets (benchmarks/security_bench.py sets them
+# per pass: SSL, SASL_SSL); empty here.
+CLIENT_SECURITY: dict[str, Any] = {}
+
+
 def client_config(bootstrap: str) -> dict[str, Any]:
-    return {"bootstrap.servers": bootstrap, "logger": CLIENT_LOG}
+    return {"bootstrap.servers": bootstrap, "logger": CLIENT_LOG, **CLIENT_SECURITY}
 
 
 # -- brokers -------------------------------------------------------------------------

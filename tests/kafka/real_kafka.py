@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -236,6 +236,8 @@ class KafkaNode:
     directory: Path
     proc: subprocess.Popen[bytes] | None = None
     log_mark: int = 0  # where this run's lines start in server.log (a restart appends)
+    # Listeners besides PLAINTEXT (name -> port), e.g. SSL and SASL_SSL for benchmarks.
+    extra_ports: dict[str, int] = field(default_factory=dict)
 
     @property
     def address(self) -> str:
@@ -274,8 +276,11 @@ class KafkaCluster:
         settings: Mapping[str, str] | None = None,
         heap: str = BROKER_HEAP,
         first_node_id: int = 1,
+        extra_listeners: Mapping[str, str] | None = None,
     ) -> None:
         self.workdir = workdir
+        # More listeners, name -> security protocol; their ssl.*/sasl.* go in settings.
+        self.extra_listeners = dict(extra_listeners or {})
         self.first_node_id = first_node_id
         self.size = nodes
         self.settings = dict(settings or {})
@@ -309,19 +314,28 @@ class KafkaCluster:
             # tests start consumers at once; Kafka's default waits 3 s for more to join
             "group.initial.rebalance.delay.ms": "0",
         }
+        for name, protocol in self.extra_listeners.items():
+            address = f"{name}://127.0.0.1:{node.extra_ports[name]}"
+            props["listeners"] += f",{address}"
+            props["advertised.listeners"] += f",{address}"
+            props["listener.security.protocol.map"] += f",{name}:{protocol}"
         props.update(self.settings)
         return props
 
     def start(self, timeout: float = 120.0) -> None:
         ensure_jars()
-        ports = free_ports(2 * self.size)
+        per_node = 2 + len(self.extra_listeners)
+        ports = free_ports(per_node * self.size)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.nodes = [
             KafkaNode(
                 self.first_node_id + i,
-                ports[2 * i],
-                ports[2 * i + 1],
+                ports[per_node * i],
+                ports[per_node * i + 1],
                 self.workdir / f"kafka-{self.first_node_id + i}",
+                extra_ports=dict(
+                    zip(self.extra_listeners, ports[per_node * i + 2 : per_node * (i + 1)])
+                ),
             )
             for i in range(self.size)
         ]
