@@ -334,7 +334,11 @@ class KafkaCluster:
                 ports[per_node * i + 1],
                 self.workdir / f"kafka-{self.first_node_id + i}",
                 extra_ports=dict(
-                    zip(self.extra_listeners, ports[per_node * i + 2 : per_node * (i + 1)])
+                    zip(
+                        self.extra_listeners,
+                        ports[per_node * i + 2 : per_node * (i + 1)],
+                        strict=True,
+                    )
                 ),
             )
             for i in range(self.size)

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from kafka.net.sasl.scram import ScramClient
 
 from partita.errors import (
+    KafkaError,
     SaslAuthenticationFailedError,
     UnacceptableCredentialError,
     UnsupportedSaslMechanismError,
@@ -29,6 +30,8 @@ from partita.security.scram import (
     ScramServer,
     make_credential,
 )
+from partita.security.scram import ScramClient as OurScramClient
+from partita.server.authentication import ListenerSecurity, Session
 from partita.server.handlers.sasl import upserted_credential
 
 MECHANISMS = ["SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -164,3 +167,80 @@ def test_an_upsertion_is_checked_as_kafka_checks_it() -> None:
         upserted_credential("", 2, 4096, b"salt", b"s" * 64)
     with pytest.raises(UnsupportedSaslMechanismError):
         upserted_credential("u", 9, 4096, b"salt", b"s" * 64)
+
+
+# -- partita's SCRAM client (client/connection.py logs in with it) ---------------------
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_our_client_logs_in_to_our_server_and_checks_its_signature(mechanism: str) -> None:
+    users = {"carol": make_credential(mechanism, "s3cret")}
+    server = ScramServer(mechanism, _lookup(users))
+    client = OurScramClient(mechanism, "carol", "s3cret")
+    client.verify(server.respond(client.final(server.respond(client.first()))))
+    assert server.username == "carol"
+    # A server that does not know the password cannot forge the signature.
+    impostor = ScramServer(mechanism, _lookup({"carol": make_credential(mechanism, "guess")}))
+    client = OurScramClient(mechanism, "carol", "s3cret")
+    final = client.final(impostor.respond(client.first()))
+    with pytest.raises(SaslAuthenticationFailedError):
+        impostor.respond(final)  # the impostor's own check fails first...
+    with pytest.raises(SaslAuthenticationFailedError, match="signature"):
+        client.verify(b"v=" + base64.b64encode(b"\0" * 64))  # ...and a made-up one too
+
+
+@given(st.binary(max_size=300), st.binary(max_size=300))
+def test_our_client_refuses_any_server_bytes_cleanly(first: bytes, final: bytes) -> None:
+    """What a hostile broker sends the client (or the inter-broker login) fails with
+    SASL_AUTHENTICATION_FAILED, never another exception (the SASL exchange's fuzzing)."""
+    client = OurScramClient("SCRAM-SHA-256", "carol", "pw", nonce=lambda: "fixed")
+    client.first()
+    try:
+        client.final(first)
+        client.verify(final)
+    except SaslAuthenticationFailedError:
+        return
+    raise AssertionError("random bytes were accepted as a server's proof")
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["handshake", "token"]),
+            st.one_of(st.sampled_from(["PLAIN", "SCRAM-SHA-256", "GSSAPI", ""]), st.text()),
+            st.binary(max_size=200),
+        ),
+        max_size=6,
+    )
+)
+def test_a_session_survives_any_sequence_of_sasl_requests(
+    steps: list[tuple[str, str, bytes]],
+) -> None:
+    """A connection's Session (server/authentication.py) under any order of handshakes and
+    tokens: each step answers or raises a Kafka error (which closes the connection), and
+    nothing logs in without a valid password."""
+    security = ListenerSecurity(
+        "SASL_PLAINTEXT",
+        "SASL_PLAINTEXT",
+        _NoStore(),  # type: ignore[arg-type]
+        mechanisms=("PLAIN", "SCRAM-SHA-256"),
+        plain_users={"alice": "alice-pw"},
+    )
+    session = Session(security)
+    for kind, mechanism, token in steps:
+        try:
+            if kind == "handshake":
+                session.handshake(mechanism)
+            else:
+                session.authenticate(token)
+        except KafkaError:
+            continue
+    if session.authenticated:
+        # Only alice's real password could have done it.
+        assert str(session.principal) == "User:alice"
+        assert any(t == b"\0alice\0alice-pw" for _k, _m, t in steps)
+
+
+class _NoStore:
+    def scram_credential(self, _mechanism: str, _user: str) -> None:
+        return None
