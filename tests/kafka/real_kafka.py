@@ -183,7 +183,10 @@ class JavaProgram:
 
     classes: Path
 
-    def run(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, timeout: float = 120.0, config: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """``config``: a properties file of client settings every client of it takes."""
         return subprocess.run(
             [
                 "java",
@@ -199,6 +202,7 @@ class JavaProgram:
             text=True,
             timeout=timeout,
             check=False,
+            env={**os.environ, "CLIENT_CHECK_CONFIG": str(config) if config else ""},
         )
 
 

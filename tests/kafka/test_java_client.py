@@ -10,6 +10,7 @@ Kafka does.
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -32,8 +33,10 @@ def create_topic(bootstrap: str, name: str, partitions: int = PARTITIONS) -> Non
         future.result(30)
 
 
-def produce(program: JavaProgram, bootstrap: str, topic: str) -> dict[str, tuple[int, int]]:
-    result = program.run("produce", bootstrap, topic, str(RECORDS))
+def produce(
+    program: JavaProgram, bootstrap: str, topic: str, config: Path | None = None
+) -> dict[str, tuple[int, int]]:
+    result = program.run("produce", bootstrap, topic, str(RECORDS), config=config)
     assert result.returncode == 0, result.stdout + result.stderr
     placed = {}
     for line in result.stdout.splitlines():
@@ -85,10 +88,15 @@ def partitions(field: str) -> set[int]:
 
 
 def run_group(
-    program: JavaProgram, bootstrap: str, group: str, strategy: str
+    program: JavaProgram,
+    bootstrap: str,
+    group: str,
+    strategy: str,
+    topic: str = "java-keyed",
+    config: Path | None = None,
 ) -> dict[str, list[tuple[str, ...]]]:
     result = program.run(
-        "consume", bootstrap, "java-keyed", group, strategy, "2", str(RECORDS), "60000"
+        "consume", bootstrap, topic, group, strategy, "2", str(RECORDS), "60000", config=config
     )
     assert result.returncode == 0, result.stdout + result.stderr
     run = parse_group_run(result.stdout)

@@ -44,6 +44,19 @@ import org.apache.kafka.common.serialization.StringSerializer;
 public final class ClientCheck {
     private static final ConcurrentLinkedQueue<String> OUT = new ConcurrentLinkedQueue<>();
 
+    /** Client settings from the file $CLIENT_CHECK_CONFIG names (a secured cluster's
+     *  security.protocol, sasl.*, ssl.*), or none. */
+    static Properties settings() throws java.io.IOException {
+        Properties props = new Properties();
+        String path = System.getenv("CLIENT_CHECK_CONFIG");
+        if (path != null && !path.isEmpty()) {
+            try (java.io.FileReader reader = new java.io.FileReader(path)) {
+                props.load(reader);
+            }
+        }
+        return props;
+    }
+
     public static void main(String[] args) throws Exception {
         switch (args[0]) {
             case "produce" -> produce(args[1], args[2], Integer.parseInt(args[3]));
@@ -54,7 +67,7 @@ public final class ClientCheck {
     }
 
     static void produce(String bootstrap, String topic, int count) throws Exception {
-        Properties props = new Properties();
+        Properties props = settings();
         props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
@@ -89,7 +102,7 @@ public final class ClientCheck {
         }
         for (int m = 0; m < members; m++) {
             final int member = m;
-            Properties props = new Properties();
+            Properties props = settings();
             props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
             props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
             props.put(ConsumerConfig.CLIENT_ID_CONFIG, "member-" + member);
@@ -161,7 +174,7 @@ public final class ClientCheck {
             thread.join(30_000);
         }
         OUT.forEach(System.out::println);
-        Properties props = new Properties();
+        Properties props = settings();
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
