@@ -8,9 +8,16 @@ and report the opposite of what happened; callers re-read and decide instead.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+# gRPC's C core writes its own errors (a refused TLS handshake, "Corruption detected")
+# straight to stderr; the broker says what failed itself, in one line. Before grpc loads.
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
 import grpc
 from etcd3aio import Etcd3Client, EtcdError
@@ -56,24 +63,78 @@ def _entry(kv: Any) -> Entry:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class EtcdSecurity:
+    """How a broker reaches a secured etcd: TLS (the CA that signed etcd's certificate;
+    a client certificate and key when etcd runs with --client-cert-auth), and etcd's own
+    authentication (a user and password: the broker logs in for a token at connect, and
+    again whenever etcd says the token is no longer valid, e.g. after etcd restarted)."""
+
+    ca: bytes | None = None
+    certificate: bytes | None = None
+    key: bytes | None = None
+    server_name: str | None = None  # the name etcd's certificate carries, if not the host
+    username: str | None = None
+    password: str | None = None
+
+
 class EtcdKV:
     # etcd refuses transactions of more than 128 operations by default (--max-txn-ops).
     max_txn_ops = 100
 
-    def __init__(self, endpoints: Sequence[str]) -> None:
+    def __init__(self, endpoints: Sequence[str], security: EtcdSecurity | None = None) -> None:
         self.endpoints = list(endpoints)
-        self._client = Etcd3Client(self.endpoints, rpc_max_attempts=2)
+        self.security = security or EtcdSecurity()
+        if self.security.ca is not None:
+            self._client = Etcd3Client(
+                self.endpoints,
+                rpc_max_attempts=2,
+                tls_server_name=self.security.server_name,
+                ca_cert=self.security.ca,
+                cert_key=self.security.key,
+                cert_chain=self.security.certificate,
+            )
+        else:
+            self._client = Etcd3Client(self.endpoints, rpc_max_attempts=2)
         self._connected = False
+        self._logging_in: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
         await self._client.connect()
         self._connected = True
         try:
-            await self._client.ping(write_check=False, timeout=RPC_TIMEOUT_SECONDS)
+            if self.security.username:
+                await self._log_in()
+            # Status, not etcd3aio's ping (a read of a key of its own, which etcd's
+            # authentication refuses to a user allowed only the cluster's prefix).
+            assert self._client.maintenance is not None
+            await self._client.maintenance.status(timeout=RPC_TIMEOUT_SECONDS)
         except (EtcdError, grpc.aio.AioRpcError) as exc:
             raise StoreUnavailableError(
                 f"etcd at {','.join(self.endpoints)} does not answer: {exc}"
             ) from exc
+
+    async def _log_in(self) -> None:
+        assert self._client.auth is not None
+        answer = await self._client.auth.authenticate(
+            self.security.username or "", self.security.password or "", timeout=RPC_TIMEOUT_SECONDS
+        )
+        self._client.set_token(answer.token)
+
+    def _failed(self, what: str, exc: BaseException) -> StoreUnavailableError:
+        """The error to raise for a failed call; an expired or unknown auth token makes
+        the broker log in again in the background, so that the caller's retry works."""
+        expired = self.security.username and "token" in str(exc).lower()
+        if expired and (self._logging_in is None or self._logging_in.done()):
+            self._logging_in = asyncio.get_running_loop().create_task(self._relog_in())
+        return StoreUnavailableError(f"{what}: {exc}")
+
+    async def _relog_in(self) -> None:
+        try:
+            await self._log_in()
+            log.info("logged in to etcd again", extra={"user": self.security.username})
+        except (EtcdError, grpc.aio.AioRpcError) as exc:
+            log.warning("etcd login failed", extra={"error": str(exc)})
 
     @property
     def _kv(self) -> KVService:
@@ -84,7 +145,7 @@ class EtcdKV:
         try:
             response = await self._kv.get(key, timeout=RPC_TIMEOUT_SECONDS)
         except (EtcdError, grpc.aio.AioRpcError) as exc:
-            raise StoreUnavailableError(f"etcd get {key}: {exc}") from exc
+            raise self._failed(f"etcd get {key}", exc) from exc
         return _entry(response.kvs[0]) if response.kvs else None
 
     async def range(self, prefix: str) -> tuple[list[Entry], int]:
@@ -93,7 +154,7 @@ class EtcdKV:
                 prefix, prefix_range_end(prefix), timeout=RPC_TIMEOUT_SECONDS
             )
         except (EtcdError, grpc.aio.AioRpcError) as exc:
-            raise StoreUnavailableError(f"etcd range {prefix}: {exc}") from exc
+            raise self._failed(f"etcd range {prefix}", exc) from exc
         return [_entry(kv) for kv in response.kvs], int(response.header.revision)
 
     async def txn(self, compares: Sequence[Compare], ops: Sequence[Op]) -> tuple[bool, int]:
@@ -116,7 +177,7 @@ class EtcdKV:
                 conditions, requests, timeout=RPC_TIMEOUT_SECONDS, max_attempts=1
             )
         except (EtcdError, grpc.aio.AioRpcError) as exc:
-            raise StoreUnavailableError(f"etcd transaction: {exc}") from exc
+            raise self._failed("etcd transaction", exc) from exc
         return bool(response.succeeded), int(response.header.revision)
 
     async def grant(self, ttl_seconds: int) -> int:
@@ -124,7 +185,7 @@ class EtcdKV:
         try:
             response = await self._client.lease.grant(ttl_seconds, timeout=RPC_TIMEOUT_SECONDS)
         except (EtcdError, grpc.aio.AioRpcError) as exc:
-            raise StoreUnavailableError(f"etcd lease grant: {exc}") from exc
+            raise self._failed("etcd lease grant", exc) from exc
         return int(response.ID)
 
     async def keepalive(self, lease: int) -> int:
@@ -137,7 +198,7 @@ class EtcdKV:
                 return max(0, int(response.TTL))
             return 0
         except grpc.aio.AioRpcError as exc:
-            raise StoreUnavailableError(f"etcd lease keepalive: {exc.code().name}") from exc
+            raise self._failed(f"etcd lease keepalive ({exc.code().name})", exc) from exc
         finally:
             stream.cancel()
 
@@ -146,7 +207,7 @@ class EtcdKV:
         try:
             await self._client.lease.revoke(lease, timeout=RPC_TIMEOUT_SECONDS, max_attempts=1)
         except (EtcdError, grpc.aio.AioRpcError) as exc:
-            raise StoreUnavailableError(f"etcd lease revoke: {exc}") from exc
+            raise self._failed("etcd lease revoke", exc) from exc
 
     async def watch(self, prefix: str, start_revision: int) -> AsyncIterator[list[Event]]:
         assert self._client.watch is not None
@@ -176,7 +237,7 @@ class EtcdKV:
                 if events:
                     yield events
         except (EtcdError, grpc.aio.AioRpcError) as exc:
-            raise StoreUnavailableError(f"etcd watch: {exc}") from exc
+            raise self._failed("etcd watch", exc) from exc
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
 

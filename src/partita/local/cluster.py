@@ -12,10 +12,13 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -36,11 +39,23 @@ def _tail(path: Path, lines: int = 30) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
+@dataclass(frozen=True, slots=True)
+class EtcdTls:
+    """etcd serving TLS and asking clients for certificates (the files, PEM)."""
+
+    ca: Path
+    certificate: Path
+    key: Path
+    client_certificate: Path  # what the health check shows etcd
+    client_key: Path
+
+
 class EtcdProcess:
     """One etcd member (Debian's etcd-server) on loopback ports of its own."""
 
-    def __init__(self, data_dir: Path, client_port: int = 0) -> None:
+    def __init__(self, data_dir: Path, client_port: int = 0, tls: EtcdTls | None = None) -> None:
         self.data_dir = data_dir
+        self.tls = tls
         self.client_port = client_port or free_port()
         self.peer_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -57,7 +72,8 @@ class EtcdProcess:
                 "etcd is not installed: `apt-get install etcd-server` (scripts/setup.sh does)"
             )
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        client = f"http://127.0.0.1:{self.client_port}"
+        scheme = "https" if self.tls else "http"
+        client = f"{scheme}://127.0.0.1:{self.client_port}"
         peer = f"http://127.0.0.1:{self.peer_port}"
         args = [
             binary,
@@ -70,6 +86,13 @@ class EtcdProcess:
             "--initial-cluster", f"partita-etcd={peer}",
             "--log-level", "warn",
         ]  # fmt: skip
+        if self.tls is not None:
+            args += [
+                "--cert-file", str(self.tls.certificate),
+                "--key-file", str(self.tls.key),
+                "--trusted-ca-file", str(self.tls.ca),
+                "--client-cert-auth",
+            ]  # fmt: skip
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
         self.proc = subprocess.Popen(args, stdout=log, stderr=log, start_new_session=True)
         deadline = time.monotonic() + timeout
@@ -81,9 +104,18 @@ class EtcdProcess:
             time.sleep(0.05)
 
     def healthy(self) -> bool:
+        context = None
+        if self.tls is not None:
+            context = ssl.create_default_context(cafile=str(self.tls.ca))
+            context.load_cert_chain(self.tls.client_certificate, self.tls.client_key)
+        scheme = "https" if self.tls else "http"
         try:
-            with urllib.request.urlopen(f"http://{self.endpoint}/health", timeout=0.5) as response:
+            with urllib.request.urlopen(
+                f"{scheme}://{self.endpoint}/health", timeout=0.5, context=context
+            ) as response:
                 return b'"true"' in response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code == 401  # etcd's authentication is on: it is up
         except OSError:
             return False
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from partita.cluster.etcd_kv import EtcdKV, parse_endpoints
+from partita.cluster.etcd_kv import EtcdKV, EtcdSecurity, parse_endpoints
 from partita.cluster.file_kv import METADATA_KV_FILE, FileKV
 from partita.cluster.image import Changes
 from partita.cluster.kv import KV
 from partita.cluster.model import BrokerInfo
 from partita.cluster.store import MetadataStore
+from partita.errors import InvalidConfigurationError
 from partita.replication.fetcher import FetcherManager
 from partita.replication.throttle import ByteRateLimit
 from partita.server.authentication import inter_broker_security
@@ -35,6 +36,35 @@ from partita.storage.log_manager import LogManager
 from partita.storage.meta_properties import claim_data_dir
 
 log = logging.getLogger(__name__)
+
+
+def etcd_security(config: BrokerConfig) -> EtcdSecurity:
+    """The etcd.* settings: files read now, a missing one a one-line error at start."""
+
+    def read(key: str) -> bytes | None:
+        path = config.get(key).strip()
+        if not path:
+            return None
+        try:
+            return Path(path).read_bytes()
+        except OSError as exc:
+            raise InvalidConfigurationError(f"{key}={path}: {exc.strerror or exc}") from None
+
+    ca = read("etcd.ssl.ca.location")
+    certificate, key = read("etcd.ssl.certificate.location"), read("etcd.ssl.key.location")
+    if (certificate is None) != (key is None) or (certificate is not None and ca is None):
+        raise InvalidConfigurationError(
+            "etcd.ssl.certificate.location and etcd.ssl.key.location go together, "
+            "with etcd.ssl.ca.location"
+        )
+    return EtcdSecurity(
+        ca,
+        certificate,
+        key,
+        config.get("etcd.ssl.server.name").strip() or None,
+        config.get("etcd.username").strip() or None,
+        config.get("etcd.password") or None,
+    )
 
 
 class Broker:
@@ -63,7 +93,7 @@ class Broker:
             prefix, source, adopt_from = "partita", str(kv_path), data_dir
         else:
             endpoints, prefix = parse_endpoints(metadata)
-            kv, source, adopt_from = EtcdKV(endpoints), metadata, None
+            kv, source, adopt_from = EtcdKV(endpoints, etcd_security(config)), metadata, None
         self.cluster = ClusterNode(
             config,
             kv,

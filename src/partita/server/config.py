@@ -71,6 +71,15 @@ BROKER_DEFAULTS: dict[str, str] = {
     # Client quotas' sampled rates (Kafka's): windows kept, and each one's length.
     "quota.window.num": "11",
     "quota.window.size.seconds": "1",
+    # A secured etcd (partita's own settings; Kafka has no etcd): the CA of etcd's
+    # certificate, a client certificate and key (etcd --client-cert-auth), the name in
+    # etcd's certificate if not the host, and a user of etcd's own authentication.
+    "etcd.ssl.ca.location": "",
+    "etcd.ssl.certificate.location": "",
+    "etcd.ssl.key.location": "",
+    "etcd.ssl.server.name": "",
+    "etcd.username": "",
+    "etcd.password": "",
     "num.partitions": "1",
     # Partition replicas this broker may hold (KIP-578's name; Kafka has no such limit),
     # checked before a create or CreatePartitions records anything (POLICY_VIOLATION;
