@@ -7,6 +7,7 @@ catches up into the ISR."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -28,6 +29,8 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
+from partita.client.admin import AsyncAdmin
+from partita.client.security_admin import alter_client_quotas
 from partita.local.cluster import LocalCluster
 from partita.security.certificates import CertificateAuthority
 from tests.cluster.conftest import until
@@ -160,3 +163,37 @@ def test_a_sasl_ssl_cluster_replicates_and_loses_nothing_under_kill(
     for partition in range(PARTITIONS):
         # Every acknowledged value, once, in the order it was acknowledged.
         assert read[partition] == acked[partition], partition
+
+
+def test_replication_is_never_throttled_by_client_quotas(cluster_factory: Any) -> None:
+    """A tiny default quota for every client id (followers fetch with client ids too)
+    holds clients back, never replication: acks=all writes commit as fast as before."""
+    cluster = cluster_factory(3)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for future in admin.create_topics([NewTopic("quota-replicated", 1, 3)]).values():
+        future.result(timeout=20)
+
+    async def tiny_default() -> None:
+        async with AsyncAdmin(cluster.bootstrap) as client:
+            await alter_client_quotas(
+                client,
+                (("client-id", None),),
+                {"consumer_byte_rate": 1024.0, "request_percentage": 1.0},
+                [],
+            )
+
+    asyncio.run(tiny_default())
+    time.sleep(1)  # every broker's image has the quota
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap, "acks": "all", "client.id": "exempt-producer"}
+    )
+    started = time.monotonic()
+    for i in range(2000):
+        producer.produce("quota-replicated", b"r" * 1000, key=str(i).encode())
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    # 2 MB acknowledged by all three replicas: followers fetched at full speed (a 1 KiB/s
+    # follower would need half an hour).
+    assert time.monotonic() - started < 30
+    topic = admin.list_topics("quota-replicated", timeout=10).topics["quota-replicated"]
+    assert len(topic.partitions[0].isrs) == 3
