@@ -28,8 +28,11 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
+from kafka.protocol.admin import DescribeAclsRequest
 
 from partita.client.admin import AsyncAdmin
+from partita.client.connection import BrokerConnection
+from partita.client.security import ClientSecurity
 from partita.client.security_admin import alter_client_quotas
 from partita.local.cluster import LocalCluster
 from partita.security.certificates import CertificateAuthority
@@ -109,6 +112,13 @@ def test_a_sasl_ssl_cluster_replicates_and_loses_nothing_under_kill(
     ]  # fmt: skip
     for future in admin.create_acls(grants).values():
         future.result(timeout=20)
+    # Effective on every broker within a second: each one (asked itself, not through
+    # the cluster) lists them.
+    created = time.monotonic()
+    for broker in cluster.brokers:
+        host, port = broker.bootstrap.rsplit(":", 1)
+        until(lambda h=host, p=int(port): _acls_on(h, p, admin_config) == 3, 1.0, broker.bootstrap)
+    assert time.monotonic() - created < 1.5
 
     # Replication over SASL_SSL: every partition's ISR fills up.
     def full_isrs() -> bool:
@@ -197,3 +207,29 @@ def test_replication_is_never_throttled_by_client_quotas(cluster_factory: Any) -
     assert time.monotonic() - started < 30
     topic = admin.list_topics("quota-replicated", timeout=10).topics["quota-replicated"]
     assert len(topic.partitions[0].isrs) == 3
+
+
+def _acls_on(host: str, port: int, config: dict[str, Any]) -> int:
+    """How many bindings of User:app this one broker lists (DescribeAcls, asked of it)."""
+
+    async def ask() -> int:
+        connection = BrokerConnection(host, port, security=ClientSecurity.from_config(config))
+        await connection.connect()
+        try:
+            response = await connection.request(
+                DescribeAclsRequest(
+                    version=3,
+                    resource_type_filter=1,  # ANY
+                    resource_name_filter=None,
+                    pattern_type_filter=1,
+                    principal_filter="User:app",
+                    host_filter=None,
+                    operation=1,
+                    permission_type=1,
+                )
+            )
+        finally:
+            await connection.close()
+        return sum(len(r.acls) for r in response.resources)
+
+    return asyncio.run(ask())
