@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.helpers import create_ssl_context
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -49,6 +49,7 @@ from partita.client.sync import Producer as PartitaProducer
 from partita.security.certificates import CertificateAuthority, Issued
 from tests.integration.conftest import BrokerProcess
 from tests.integration.test_bad_input import encode, expect_closed
+from tests.integration.test_sasl import auth_errors, consume
 
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -144,28 +145,9 @@ def delivered(config: dict[str, Any], topic: str, values: list[bytes]) -> list[i
     return outcome
 
 
-def read(config: dict[str, Any], topic: str, count: int) -> list[bytes]:
-    consumer = Consumer({**config, "group.id": "tls-readers", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    values: list[bytes] = []
-    deadline = time.monotonic() + 20
-    try:
-        while len(values) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and not message.error():
-                values.append(message.value())
-    finally:
-        consumer.close()
-    return values
-
-
-def handshake_errors(config: dict[str, Any]) -> list[str]:
-    errors: list[str] = []
-    producer = Producer({**config, "error_cb": lambda e: errors.append(str(e))})
-    deadline = time.monotonic() + 10
-    while not errors and time.monotonic() < deadline:
-        producer.poll(0.2)
-    return errors
+# The same reading and error-collecting clients as the SASL tests, over TLS here.
+read = consume
+handshake_errors = auth_errors
 
 
 def test_clients_produce_and_consume_over_sasl_ssl_with_scram(
