@@ -270,6 +270,38 @@ def test_mutual_tls_principal_is_the_certificates_subject(
     topic = new_topic(alice)
     assert delivered(alice, topic, [b"a1"]) == [None]
     assert read(alice, topic, 1) == [b"a1"]
+    # kafka-python and aiokafka show the same certificate and read it too.
+    python_reader = KafkaConsumer(
+        topic, bootstrap_servers=alice["bootstrap.servers"], security_protocol="SSL",
+        ssl_cafile=str(certs.ca), ssl_certfile=str(certs.alice.certificate),
+        ssl_keyfile=str(certs.alice.key), auto_offset_reset="earliest",
+        consumer_timeout_ms=10000,
+    )  # fmt: skip
+    assert [m.value for m in python_reader][:1] == [b"a1"]
+    python_reader.close()
+
+    async def with_aiokafka() -> list[bytes]:
+        context = create_ssl_context(
+            cafile=str(certs.ca),
+            certfile=str(certs.alice.certificate),
+            keyfile=str(certs.alice.key),
+        )
+        consumer = AIOKafkaConsumer(
+            topic, bootstrap_servers=alice["bootstrap.servers"], security_protocol="SSL",
+            ssl_context=context, auto_offset_reset="earliest",
+        )  # fmt: skip
+        await consumer.start()
+        try:
+            async with asyncio.timeout(15):
+                while True:
+                    batch = await consumer.getmany(timeout_ms=500)
+                    got = [m.value for ms in batch.values() for m in ms]
+                    if got:
+                        return got
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(with_aiokafka()) == [b"a1"]
 
     # An ACL naming User:alice binds the certificate CN=alice,O=partita (the mapping rule).
     admin = AdminClient(sasl_ssl(tls_broker, certs, "admin", "admin-secret", "PLAIN"))
