@@ -193,3 +193,68 @@ def test_the_pipelines_spark_session_starts_without_jvm_chatter() -> None:
         assert chatter not in done.stdout + done.stderr
     assert "the JVM can still speak\n" in done.stderr
     assert "even last\n" in done.stderr
+
+
+def _same_results(run: Run, single: Run) -> None:
+    fingerprints = re.compile(r"results: (.*?) \(sha256")
+    ours, theirs = fingerprints.search(_flat(run.report)), fingerprints.search(_flat(single.report))
+    assert ours and theirs and ours.group(1) == theirs.group(1), _flat(run.report)[-2000:]
+    for table in RESULT_TABLES:
+        assert _rows(run.work, table) == _rows(single.work, table), table
+    assert "exactly once: the batch read offsets 0..n-1 of every partition" in _flat(run.report)
+
+
+@pytest.mark.timeout(600)
+def test_pipeline_on_a_running_partita_cluster(single_broker_run: Run, tmp_path: Path) -> None:
+    """--bootstrap-server (#31): the job on a cluster it did not start, here partita's
+    (as `partita cluster up` runs it): its topics are made there with replication factor
+    3, and a second run is refused because they exist, before anything is written."""
+    from partita.local.cluster import LocalCluster  # noqa: PLC0415
+
+    cluster = LocalCluster(tmp_path / "cluster", 3)
+    try:
+        cluster.start()
+        run = _run(tmp_path / "pipeline", "--bootstrap-server", cluster.bootstrap)
+        assert (
+            "topics flights, flights-report, flights-hourly created with replication factor 3"
+            in _flat(run.report)
+        )
+        _same_results(run, single_broker_run)
+        again = subprocess.run(
+            [*PIPELINE, "--work-dir", str(tmp_path / "again"), *SLICE, "--bootstrap-server",
+             cluster.bootstrap],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert again.returncode == 1
+        assert again.stderr.count("\n") == 1, again.stderr
+        assert "already exists" in again.stderr and "never deletes" in again.stderr
+    finally:
+        cluster.kill()
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(600)
+def test_pipeline_on_apache_kafka(single_broker_run: Run, tmp_path: Path) -> None:
+    """--bootstrap-server against a 3-node Apache Kafka (KRaft): format("partita") reads
+    and writes Kafka's topics, and the results are the same as on partita."""
+    from tests.kafka.real_kafka import KafkaCluster, ensure_jars  # noqa: PLC0415
+
+    ensure_jars()
+    kafka = KafkaCluster(tmp_path / "kafka", 3)
+    try:
+        kafka.start()
+        run = _run(tmp_path / "pipeline", "--bootstrap-server", kafka.bootstrap)
+        assert "3 brokers" in _flat(run.report)
+        _same_results(run, single_broker_run)
+    finally:
+        kafka.stop()
+
+
+def test_pipeline_says_in_one_line_that_no_broker_answers(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*PIPELINE, "--work-dir", str(tmp_path / "w"), "--limit", "10", "--bootstrap-server",
+         "127.0.0.1:1"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and "cannot use the cluster at 127.0.0.1:1" in done.stderr

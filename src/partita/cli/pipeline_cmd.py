@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
-from partita.cli.common import fail
+from partita.cli.common import check_bootstrap, client_settings, fail
 from partita.pipeline.local_broker import LocalBroker
 
 if TYPE_CHECKING:
@@ -68,12 +68,38 @@ def run(
         help="Brokers with TLS and SASL only (SASL_SSL) and ACLs on, as cluster up --secure "
         "makes them; the producer, Spark and the checks connect as the admin user.",
     ),
+    bootstrap_server: str | None = typer.Option(
+        None,
+        "--bootstrap-server",
+        metavar="HOST:PORT[,…]",
+        help="Run on a cluster that is already running, partita's or Apache Kafka's, "
+        "instead of starting one: the job creates its topics there (and refuses topics "
+        "that exist), never deletes anything. A secured one: partita --command-config "
+        "FILE pipeline ...",
+        show_default=False,
+    ),
+    replication_factor: int | None = typer.Option(
+        None,
+        "--replication-factor",
+        min=1,
+        help="With --bootstrap-server: replicas of the job's topics; default: as many as "
+        "the cluster has brokers, up to 3.",
+        show_default=False,
+    ),
 ) -> None:
     """Run the main job: NYC flights 2013 through partita into a PySpark pipeline."""
     from partita.pipeline.failover import REPLICATION  # noqa: PLC0415
 
     if 0 < brokers < REPLICATION:
         raise fail(f"--brokers needs at least {REPLICATION} brokers (replication factor 3)")
+    if bootstrap_server is not None and (brokers or secure):
+        raise fail(
+            "--bootstrap-server runs on a cluster already running: not with --brokers or --secure"
+        )
+    if replication_factor is not None and bootstrap_server is None:
+        raise fail("--replication-factor goes with --bootstrap-server")
+    if bootstrap_server is not None:
+        check_bootstrap(bootstrap_server)
     timings: dict[str, float] = {}
     if work_dir.exists():
         shutil.rmtree(work_dir)
@@ -102,7 +128,46 @@ def run(
             f"secured: SASL_SSL only, ACLs on; client settings in {setup.client_properties}"
         )
 
-    if brokers:
+    if bootstrap_server is not None:
+        from partita.pipeline.external import ExternalClusterError, prepare  # noqa: PLC0415
+        from partita.pipeline.spark_job import HOURLY_TOPIC, REPORT_TOPIC  # noqa: PLC0415
+
+        security = client_settings()
+        started = time.perf_counter()
+        topics = {TOPIC: partitions, REPORT_TOPIC: -1, HOURLY_TOPIC: -1}
+        try:
+            prepared = asyncio.run(prepare(bootstrap_server, topics, replication_factor, security))
+        except ExternalClusterError as exc:
+            raise fail(str(exc)) from None
+        console.print(
+            f"cluster at {bootstrap_server}: {prepared.brokers} broker"
+            f"{'s' if prepared.brokers != 1 else ''}; topics {', '.join(topics)} created "
+            f"with replication factor {prepared.replication}"
+        )
+        events = load_flight_events(limit)
+        timings["load dataset"] = time.perf_counter() - started
+        started = time.perf_counter()
+        with _progress() as progress:
+            task = progress.add_task("producing flights", total=len(events))
+            per_partition = asyncio.run(
+                produce_events(
+                    bootstrap_server,
+                    TOPIC,
+                    events,
+                    lambda done: progress.update(task, completed=done),
+                    security=security,
+                )
+            )
+        timings["produce"] = time.perf_counter() - started
+        _spark_stages(
+            kafka_options(bootstrap_server, security),
+            work_dir,
+            out_dir,
+            result,
+            timings,
+            max_offsets_per_trigger,
+        )
+    elif brokers:
         from partita.pipeline.failover import all_brokers, local_cluster  # noqa: PLC0415
 
         started = time.perf_counter()

@@ -28,6 +28,7 @@ from kafka.protocol.producer import InitProducerIdRequest
 
 from partita.client.cluster import Cluster
 from partita.client.connection import BrokerConnection
+from partita.client.error_names import describe_error_code
 from partita.client.partitioners import Partitioner, choose_partition, load_partitioner
 from partita.client.security import ClientSecurity
 from partita.errors import KafkaError
@@ -41,6 +42,10 @@ log = logging.getLogger(__name__)
 _RETRIABLE = {-1, 2, 3, 5, 6, 7, 15, 16, 19, 20, 56}  # network, leadership, timeouts, storage
 OUT_OF_ORDER_SEQUENCE = 45
 DUPLICATE_SEQUENCE = 46
+# InitProducerId's retriable answers: a broker still loading or moving what hands out
+# producer ids (request timed out, broker/coordinator not available, loading, not the
+# coordinator, concurrent transactions).
+_RETRIABLE_INIT = {7, 8, 14, 15, 16, 51}
 MAX_IDEMPOTENT_IN_FLIGHT = 5  # the broker remembers a producer's last five batches
 
 
@@ -178,18 +183,27 @@ class AsyncProducer:
     async def start(self) -> None:
         await self.cluster.refresh([])
         if self.idempotent:
-            connection = await self.cluster.any_connection()
-            response = await connection.request(
-                InitProducerIdRequest(
-                    version=4,
-                    transactional_id=None,
-                    transaction_timeout_ms=60_000,
-                    producer_id=-1,
-                    producer_epoch=-1,
+            # A broker just started (Kafka's especially) may answer a retriable error
+            # while its producer-id manager or coordinator loads: asked again, as the Java
+            # client does, until delivery.timeout.ms.
+            deadline = time.monotonic() + self.delivery_timeout
+            while True:
+                connection = await self.cluster.any_connection()
+                response = await connection.request(
+                    InitProducerIdRequest(
+                        version=4,
+                        transactional_id=None,
+                        transaction_timeout_ms=60_000,
+                        producer_id=-1,
+                        producer_epoch=-1,
+                    )
                 )
-            )
-            if response.error_code:
-                raise ProduceError(response.error_code, "InitProducerId failed")
+                code = response.error_code
+                if not code:
+                    break
+                if code not in _RETRIABLE_INIT or time.monotonic() > deadline:
+                    raise ProduceError(code, f"InitProducerId failed: {describe_error_code(code)}")
+                await asyncio.sleep(self.retry_backoff)
             self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
         self._sender = asyncio.create_task(self._send_forever())
 
