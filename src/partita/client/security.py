@@ -23,7 +23,7 @@ import functools
 import re
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from partita.errors import InvalidConfigurationError
@@ -31,7 +31,13 @@ from partita.security.tls import TlsSettings
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-_JAAS_OPTION = re.compile(r'\b(username|password)\s*=\s*"([^"]*)"')
+# A JAAS config's own login (username="..." password="..."), not its user_NAME= entries.
+_JAAS_OPTION = re.compile(r'(?<![\w.])(username|password)\s*=\s*"([^"]*)"')
+
+
+def jaas_login(jaas: str) -> dict[str, str]:
+    """The ``username`` and ``password`` options of a JAAS config, as found."""
+    return dict(_JAAS_OPTION.findall(jaas))
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +45,7 @@ class ClientSecurity:
     protocol: str = "PLAINTEXT"
     mechanism: str = "PLAIN"
     username: str = ""
-    password: str = ""
+    password: str = field(default="", repr=False)  # never in a log line or a traceback
     tls: ssl.SSLContext | None = None
 
     @property
@@ -62,7 +68,7 @@ class ClientSecurity:
         password = settings.get("sasl.password", "")
         jaas = settings.get("sasl.jaas.config", "")
         if jaas:
-            options = dict(_JAAS_OPTION.findall(jaas))
+            options = jaas_login(jaas)
             username = options.get("username", username)
             password = options.get("password", password)
         if protocol.startswith("SASL_"):

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 # gRPC's C core writes its own errors (a refused TLS handshake, "Corruption detected")
@@ -72,10 +72,10 @@ class EtcdSecurity:
 
     ca: bytes | None = None
     certificate: bytes | None = None
-    key: bytes | None = None
+    key: bytes | None = field(default=None, repr=False)
     server_name: str | None = None  # the name etcd's certificate carries, if not the host
     username: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)
 
 
 class EtcdKV:

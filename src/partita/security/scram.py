@@ -20,7 +20,7 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from partita.errors import SaslAuthenticationFailedError
 
@@ -37,8 +37,9 @@ class ScramCredential:
     mechanism: str
     salt: bytes
     iterations: int
-    stored_key: bytes
-    server_key: bytes
+    # Not shown: a stolen stored key plus a sniffed exchange would let one log in.
+    stored_key: bytes = field(repr=False)
+    server_key: bytes = field(repr=False)
 
 
 def make_credential(

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from partita.client.security import ClientSecurity
+from partita.client.security import ClientSecurity, jaas_login
 from partita.cluster.store import MetadataStore
 from partita.errors import (
     IllegalSaslStateError,
@@ -44,7 +44,6 @@ from partita.server.request_context import ANONYMOUS, KafkaPrincipal
 SASL_MECHANISMS = ("PLAIN", *HASHES)
 _BEFORE_AUTHENTICATION = {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
 _JAAS_USER = re.compile(r'\buser_([^\s=]+)\s*=\s*"([^"]*)"')
-_JAAS_OPTION = re.compile(r'(?<![\w.])(username|password)\s*=\s*"([^"]*)"')
 
 
 class SaslServer(Protocol):
@@ -63,7 +62,7 @@ class ListenerSecurity:
     tls: ssl.SSLContext | None = None
     principal_mapper: SslPrincipalMapper | None = None  # a client certificate's DN -> name
     mechanisms: tuple[str, ...] = ()
-    plain_users: dict[str, str] = field(default_factory=dict)
+    plain_users: dict[str, str] = field(default_factory=dict, repr=False)  # passwords
     failed_delay_ms: int = 100
     max_reauth_ms: int = 0
     max_receive_before_login: int = 524288  # Kafka's sasl.server.max.receive.size
@@ -166,7 +165,7 @@ def inter_broker_security(config: BrokerConfig, listener: ListenerSpec) -> Clien
         )
     key = f"listener.name.{listener.name.lower()}.{mechanism.lower()}.sasl.jaas.config"
     jaas = config.values.get(key) or config.values.get("sasl.jaas.config", "")
-    options = dict(_JAAS_OPTION.findall(jaas))
+    options = jaas_login(jaas)
     if "username" not in options or "password" not in options:
         raise InvalidConfigurationError(
             f'{key} must give the broker\'s own username="..." password="..." '

@@ -143,6 +143,7 @@ class BrokerServer:
         transport = connection.transport
         assert transport is not None
         peer = transport.get_extra_info("peername")
+        host = _host(peer)  # what ACLs match: once per connection, not per request
         session = Session(self.security)
         try:
             tls = transport.get_extra_info("ssl_object")
@@ -156,7 +157,7 @@ class BrokerServer:
                 if session.raw_tokens:
                     chunks = self._raw_token(frame, session)
                 else:
-                    chunks = await self._respond(frame, peer, session)
+                    chunks = await self._respond(frame, peer, host, session)
                 muted_for = session.throttle_ms
                 session.throttle_ms = 0
                 if session.failed is not None:
@@ -233,7 +234,7 @@ class BrokerServer:
         return [struct.pack(">i", len(answer)) + answer]
 
     async def _respond(
-        self, frame: memoryview, peer: Any, session: Session
+        self, frame: memoryview, peer: Any, host: str, session: Session
     ) -> list[bytes | FileRegion] | None:
         if not session.authenticated or session.expires_at is not None:
             self._gate(frame, session)
@@ -258,7 +259,6 @@ class BrokerServer:
         handler = HANDLERS[spec.key]
         self.requests_served += 1
         started = time.perf_counter()
-        host = _host(peer)
         access = self.broker.authorization.access(
             spec.key, request, header.api_version, session.principal_name, host
         )
@@ -389,19 +389,14 @@ async def _send_region(transport: asyncio.WriteTransport, region: FileRegion) ->
 
 def _send_region_now(transport: asyncio.WriteTransport, region: FileRegion) -> int:
     """As much of ``region`` as the socket takes right now, with one ``sendfile`` call;
-    0 if anything is queued before it (the bytes must stay in order) or it is no plain
-    socket. ``loop.sendfile`` sends the rest.
+    0 if anything is queued before it (the bytes must stay in order). ``loop.sendfile``
+    sends the rest. Never for a TLS transport: its socket carries ciphertext.
 
     asyncio's own sendfile costs a consumer's fetch more than the copy does: it waits
     for the transport's buffer, pauses reading, adds and removes a writer and resumes
     reading, a few event-loop turns per response, even when the socket has room."""
     sock = transport.get_extra_info("socket")
-    if (
-        sock is None
-        or transport.get_extra_info("sslcontext") is not None
-        or transport.get_write_buffer_size()
-        or transport.is_closing()
-    ):
+    if sock is None or transport.get_write_buffer_size() or transport.is_closing():
         return 0
     try:
         return os.sendfile(sock.fileno(), region.fd, region.position, region.length)
