@@ -196,3 +196,27 @@ def broker(broker_factory: type[BrokerProcess]) -> BrokerProcess:
     )
     process.start()
     return process
+
+
+def test_a_long_polling_consumer_is_not_charged_for_its_waits(broker: BrokerProcess) -> None:
+    """request_percentage counts the time a request keeps the broker busy, not the time
+    a fetch long-polls (max_wait_ms): an idle consumer under a 5% share is never throttled
+    (counted by the wall clock, each 500 ms poll would be a 50% share)."""
+    topic = new_topic(broker)
+    set_quota(broker, [("client-id", "idle-reader")], request_percentage=5)
+    throttled: list[float] = []
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "client.id": "idle-reader",
+            "group.id": "idle-readers",
+            "fetch.wait.max.ms": 500,
+            "throttle_cb": lambda event: throttled.append(event.throttle_time),
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        assert consumer.poll(0.2) is None  # the topic is empty: every fetch waits
+    consumer.close()
+    assert throttled == []

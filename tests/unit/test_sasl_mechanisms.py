@@ -11,9 +11,10 @@ real client implementation (kafka-python's SCRAM client, which checks our signat
 from __future__ import annotations
 
 import base64
+import itertools
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from kafka.net.sasl.scram import ScramClient
 
@@ -203,22 +204,33 @@ def test_our_client_refuses_any_server_bytes_cleanly(first: bytes, final: bytes)
     raise AssertionError("random bytes were accepted as a server's proof")
 
 
-@given(
-    st.lists(
-        st.tuples(
-            st.sampled_from(["handshake", "token"]),
-            st.one_of(st.sampled_from(["PLAIN", "SCRAM-SHA-256", "GSSAPI", ""]), st.text()),
-            st.binary(max_size=200),
-        ),
-        max_size=6,
-    )
+RIGHT = b"\0alice\0alice-pw"
+_TOKENS = st.one_of(
+    st.sampled_from([RIGHT, b"\0alice\0wrong", b"\0bob\0alice-pw", b"alice-pw", b""]),
+    st.binary(max_size=200),
 )
+_STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(["handshake", "token"]),
+        st.one_of(st.sampled_from(["PLAIN", "SCRAM-SHA-256", "GSSAPI", ""]), st.text()),
+        _TOKENS,
+    ),
+    max_size=6,
+)
+
+
+@given(_STEPS)
+@example([("handshake", "PLAIN", b""), ("token", "", RIGHT)])
+@example([("handshake", "PLAIN", b""), ("token", "", RIGHT), ("handshake", "PLAIN", b"")])
+@example([("handshake", "PLAIN", b""), ("token", "", b"\0alice\0wrong"), ("token", "", RIGHT)])
+@example([("handshake", "SCRAM-SHA-256", b""), ("token", "", RIGHT)])
 def test_a_session_survives_any_sequence_of_sasl_requests(
     steps: list[tuple[str, str, bytes]],
 ) -> None:
     """A connection's Session (server/authentication.py) under any order of handshakes and
-    tokens: each step answers or raises a Kafka error (which closes the connection), and
-    nothing logs in without a valid password."""
+    tokens: each step answers or raises a Kafka error, which ends the connection (the
+    broker closes it), and the session is logged in exactly when a PLAIN handshake was
+    followed by alice's right password before anything failed."""
     security = ListenerSecurity(
         "SASL_PLAINTEXT",
         "SASL_PLAINTEXT",
@@ -227,6 +239,7 @@ def test_a_session_survives_any_sequence_of_sasl_requests(
         plain_users={"alice": "alice-pw"},
     )
     session = Session(security)
+    served: list[tuple[str, str, bytes]] = []
     for kind, mechanism, token in steps:
         try:
             if kind == "handshake":
@@ -234,11 +247,15 @@ def test_a_session_survives_any_sequence_of_sasl_requests(
             else:
                 session.authenticate(token)
         except KafkaError:
-            continue
-    if session.authenticated:
-        # Only alice's real password could have done it.
+            break  # the connection closes here
+        served.append((kind, mechanism, token))
+    logged_in = any(
+        first[:2] == ("handshake", "PLAIN") and second[0] == "token" and second[2] == RIGHT
+        for first, second in itertools.pairwise(served)
+    )
+    assert session.authenticated == logged_in, served
+    if logged_in:
         assert str(session.principal) == "User:alice"
-        assert any(t == b"\0alice\0alice-pw" for _k, _m, t in steps)
 
 
 class _NoStore:

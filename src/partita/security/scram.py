@@ -247,7 +247,9 @@ def _attributes(text: str) -> dict[str, str]:
     for part in text.split(","):
         key, sep, value = part.partition("=")
         if not sep or len(key) != 1:
-            raise _failed(f"malformed SCRAM attribute {part[:40]!r}")
+            # Not the bytes themselves: a client that sent its PLAIN token (its password)
+            # into a SCRAM exchange must not find it echoed in logs or the answer.
+            raise _failed(f"malformed SCRAM attribute ({len(part)} bytes)")
         found.setdefault(key, value)
     return found
 

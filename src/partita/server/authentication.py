@@ -42,7 +42,8 @@ from partita.server.config import BrokerConfig, ListenerSpec
 from partita.server.request_context import ANONYMOUS, KafkaPrincipal
 
 SASL_MECHANISMS = ("PLAIN", *HASHES)
-_BEFORE_AUTHENTICATION = {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
+# What a connection may send before it has logged in (and what quotas never count).
+LOGIN_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 _JAAS_USER = re.compile(r'\buser_([^\s=]+)\s*=\s*"([^"]*)"')
 
 
@@ -206,7 +207,7 @@ class Session:
 
     def admits(self, api_key: int) -> bool:
         """Whether a request of this API may be served now."""
-        if api_key in _BEFORE_AUTHENTICATION:
+        if api_key in LOGIN_APIS:
             return True
         if not self.authenticated:
             return False

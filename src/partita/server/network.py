@@ -35,7 +35,7 @@ from partita.protocol.file_region import FileRegion
 from partita.protocol.frames import FrameReceiver
 from partita.protocol.wire import MalformedRequestError
 from partita.security.ssl_principal import NoMatchingRuleError
-from partita.server.authentication import ListenerSecurity, Session
+from partita.server.authentication import LOGIN_APIS, ListenerSecurity, Session
 from partita.server.broker import Broker
 from partita.server.closing import CloseConnectionError
 from partita.server.dispatch import HANDLERS
@@ -54,8 +54,6 @@ _PREFIX = struct.Struct(">ii")
 # queued small requests keep pipelined producers busy, the byte bound keeps big ones to
 # a frame or two.)
 _MAX_QUEUED_FRAMES = 16
-# Not counted against request quotas, as in Kafka: what a client needs to log in.
-_QUOTA_EXEMPT = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 _TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a client that opens TLS and stalls holds nothing longer
 _MAX_QUEUED_BYTES = 4 << 20
 
@@ -275,11 +273,20 @@ class BrokerServer:
                 self.broker.metrics.request_answered(header.api_key, time.perf_counter() - started)
                 return [encode_response(header, spec, refusal)]
         result = handler(self.broker, context, request)
+        counted = self.broker.quotas.enabled and spec.key not in LOGIN_APIS
+        running = 0.0  # seconds the handler ran on the loop, its waits left out
         if inspect.isawaitable(result):
-            result = await result
+            if counted:
+                timer = _RunningTime(result)
+                result = await timer
+                running = timer.seconds
+            else:
+                result = await result
+        else:
+            running = time.perf_counter() - started
         self.broker.metrics.request_answered(header.api_key, time.perf_counter() - started)
-        if self.broker.quotas.enabled and spec.key not in _QUOTA_EXEMPT:
-            result = self._throttle(frame, header, request, session, result, started)
+        if counted:
+            result = self._throttle(frame, header, request, session, result, running)
         if result is None:
             return None
         if isinstance(result, list):  # pre-encoded body chunks (Fetch)
@@ -293,7 +300,7 @@ class BrokerServer:
         request: Any,
         session: Session,
         result: Any,
-        started: float,
+        running: float,
     ) -> Any:
         """Count the request against its client's quotas (server/quotas.py); over one,
         the response says how long to wait and the connection is muted that long.
@@ -308,8 +315,10 @@ class BrokerServer:
             throttle = quotas.record(PRODUCE_RATE, user, client, len(frame))
         elif key == ApiKey.FETCH and isinstance(result, list):
             throttle = quotas.record(FETCH_RATE, user, client, sum(len(c) for c in result))
-        seconds = time.perf_counter() - started
-        throttle = max(throttle, quotas.record(REQUEST_SHARE, user, client, seconds * 100))
+        # Kafka's request_percentage counts the time a request keeps a thread busy, not
+        # the time it waits: a long-polling fetch or a JoinGroup parked for a rebalance
+        # costs what its handler ran, not its max_wait_ms.
+        throttle = max(throttle, quotas.record(REQUEST_SHARE, user, client, running * 100))
         if not throttle:
             return result
         session.throttle_ms = throttle
@@ -330,6 +339,31 @@ class BrokerServer:
         size = 4 + (1 if flexible else 0) + sum(len(c) for c in chunks)
         prefix = _PREFIX.pack(size, header.correlation_id) + (b"\x00" if flexible else b"")
         return [prefix, *chunks]
+
+
+class _RunningTime:
+    """Awaits a handler's coroutine step by step and adds up the time its steps run,
+    leaving out the time it is suspended (waiting for data, acks or a rebalance)."""
+
+    def __init__(self, awaitable: Any) -> None:
+        self.coroutine = awaitable.__await__()
+        self.seconds = 0.0
+
+    def __await__(self) -> Any:
+        coroutine, sent, thrown = self.coroutine, None, None
+        while True:
+            began = time.perf_counter()
+            try:
+                yielded = coroutine.throw(thrown) if thrown is not None else coroutine.send(sent)
+            except StopIteration as done:
+                self.seconds += time.perf_counter() - began
+                return done.value
+            self.seconds += time.perf_counter() - began
+            sent, thrown = None, None
+            try:
+                sent = yield yielded
+            except BaseException as exc:  # a cancel, passed on to the handler
+                thrown = exc
 
 
 _LARGE_CHUNK = 64 * 1024
