@@ -93,6 +93,11 @@ def test_a_sasl_ssl_cluster_replicates_and_loses_nothing_under_kill(
     secure_cluster: tuple[LocalCluster, Path],
 ) -> None:
     cluster, ca_file = secure_cluster
+    # Passwords stay out of the brokers' command lines, which any local user can read.
+    for broker in cluster.brokers:
+        assert broker.proc is not None
+        argv = Path(f"/proc/{broker.proc.pid}/cmdline").read_bytes()
+        assert b"broker-secret" not in argv and b"admin-secret" not in argv, argv
     admin_config = secured(cluster, ca_file, "admin", "admin-secret", "PLAIN")
     admin = AdminClient(admin_config)
     upsert = UserScramCredentialUpsertion(

@@ -11,6 +11,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
@@ -62,27 +63,16 @@ CLIENT_CONFIG_ENV = "PARTITA_CLIENT_CONFIG"
 
 
 def read_client_settings(path: str | None, settings: list[str]) -> dict[str, str]:
-    """``--command-config FILE`` (key=value lines, # comments), then each ``-X``."""
-    out: dict[str, str] = {}
-    if path:
-        try:
-            lines = open(path, encoding="utf-8").read().splitlines()  # noqa: SIM115
-        except OSError as exc:
-            raise fail(f"--command-config {path}: {exc.strerror or exc}") from None
-        for number, raw in enumerate(lines, 1):
-            line = raw.strip()
-            if not line or line.startswith(("#", "!")):
-                continue
-            key, sep, value = line.partition("=")
-            if not sep:
-                raise fail(f"{path}:{number}: expected key=value, got {raw!r}")
-            out[key.strip()] = value.strip()
-    for item in settings:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise fail(f"-X expects key=value, got {item!r}")
-        out[key.strip()] = value.strip()
-    return out
+    """``--command-config FILE`` (Kafka's properties syntax, as the broker's
+    server.properties), then each ``-X``."""
+    from partita.errors import InvalidConfigurationError  # noqa: PLC0415
+    from partita.server.config import parse_assignments, read_properties  # noqa: PLC0415
+
+    try:
+        out = read_properties(Path(path)) if path else {}
+        return {**out, **parse_assignments(settings, "-X")}
+    except InvalidConfigurationError as exc:
+        raise fail(exc.message) from None
 
 
 # The root command's --command-config and -X, checked, for the clients a command makes

@@ -50,6 +50,15 @@ class EtcdTls:
     client_key: Path
 
 
+def write_private_properties(path: Path, values: dict[str, str]) -> None:
+    """``key=value`` lines in a file created readable by its owner only (0600)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        file.writelines(f"{key}={value}\n" for key, value in values.items())
+
+
 class EtcdProcess:
     """One etcd member (Debian's etcd-server) on loopback ports of its own."""
 
@@ -183,8 +192,12 @@ class BrokerNode:
         settings = dict(self.settings)
         if self.rack:
             settings["broker.rack"] = self.rack
-        for key, value in settings.items():
-            args += ["--set", f"{key}={value}"]
+        if settings:
+            # In a file only its owner reads, not on the command line: settings may hold
+            # passwords (a listener's JAAS config), and any local user can read argv.
+            config = self.data_dir.parent / f"{self.data_dir.name}.properties"
+            write_private_properties(config, settings)
+            args += ["--config", str(config)]
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
         self.proc = subprocess.Popen(args, stdout=log, stderr=log, start_new_session=True)
         if wait:

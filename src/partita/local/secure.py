@@ -16,6 +16,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from partita.local.cluster import write_private_properties
 from partita.security.certificates import CertificateAuthority
 
 ADMIN_USER = "admin"
@@ -76,8 +77,5 @@ def make_secure_setup(directory: Path) -> SecureSetup:
 
 
 def _write_properties(path: Path, values: dict[str, str]) -> Path:
-    path.unlink(missing_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-        file.writelines(f"{key}={value}\n" for key, value in values.items())
+    write_private_properties(path, values)
     return path

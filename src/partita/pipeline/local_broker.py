@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from partita.local.cluster import write_private_properties
+
 
 class LocalBroker:
     """``partita broker`` on 127.0.0.1 with an ephemeral port; stopped cleanly on exit."""
@@ -38,8 +40,11 @@ class LocalBroker:
             "--ready-file",
             str(ready),
         ]
-        for key, value in self.settings.items():
-            command += ["--set", f"{key}={value}"]
+        if self.settings:
+            # A file only its owner reads, not argv (settings may hold passwords).
+            config = self.data_dir.parent / "broker.properties"
+            write_private_properties(config, self.settings)
+            command += ["--config", str(config)]
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(command, stdout=log, stderr=log)
         deadline = time.monotonic() + 60

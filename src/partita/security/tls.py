@@ -17,7 +17,7 @@ import os
 import ssl
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,7 +60,7 @@ TLS_DEFAULTS: dict[str, str] = {
 class TlsSettings:
     """One listener's (or one client's) ``ssl.*`` settings, by Kafka's names."""
 
-    values: Mapping[str, str]
+    values: Mapping[str, str] = field(repr=False)  # passwords, inline keys
     where: str = "ssl"  # named in error messages: "listener SSL", "client"
 
     def get(self, key: str) -> str:

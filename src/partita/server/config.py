@@ -135,29 +135,40 @@ BROKER_DEFAULTS["log.cleanup.policy"] = "delete"
 
 
 def read_properties(path: Path) -> dict[str, str]:
-    """Kafka's ``server.properties`` syntax: ``key=value`` or ``key: value``, ``#`` comments."""
+    """Kafka's properties syntax: ``key=value`` or ``key: value``, ``#``/``!`` comments,
+    a line ending in ``\\`` continued on the next (how a long sasl.jaas.config is
+    written). An error names the line, never its text: it may hold a password."""
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidConfigurationError(f"cannot read {path}: {exc.strerror}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or "not UTF-8 text"
+        raise InvalidConfigurationError(f"cannot read {path}: {reason}") from None
     out: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
+    lines = text.splitlines()
+    number = 0
+    while number < len(lines):
+        first = number + 1
+        line = lines[number].strip()
+        number += 1
         if not line or line.startswith(("#", "!")):
             continue
+        while line.endswith("\\") and number < len(lines):
+            line = line[:-1] + lines[number].strip()
+            number += 1
         sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
         if sep <= 0:
-            raise InvalidConfigurationError(f"{path}:{number}: expected key=value, got {raw!r}")
+            raise InvalidConfigurationError(f"{path}:{first}: expected key=value")
         out[line[:sep].strip()] = line[sep + 1 :].strip()
     return out
 
 
-def parse_assignments(items: Iterable[str]) -> dict[str, str]:
+def parse_assignments(items: Iterable[str], option: str = "--set") -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise InvalidConfigurationError(f"--set expects key=value, got {item!r}")
+            shown = item.split()[0][:60] if item.split() else ""
+            raise InvalidConfigurationError(f"{option} expects key=value, got {shown!r}...")
         out[key.strip()] = value.strip()
     return out
 

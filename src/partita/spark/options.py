@@ -119,7 +119,7 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = 120_000
-    security: Security = ()
+    security: Security = field(default=(), repr=False)  # passwords
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +127,7 @@ class SinkOptions:
     bootstrap_servers: str
     topic: str | None
     producer: dict[str, Any] = field(default_factory=dict)
-    security: Security = ()
+    security: Security = field(default=(), repr=False)  # passwords
 
 
 def _security(passed: dict[str, str]) -> Security:
