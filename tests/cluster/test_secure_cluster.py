@@ -212,6 +212,22 @@ def test_replication_is_never_throttled_by_client_quotas(cluster_factory: Any) -
     assert time.monotonic() - started < 30
     topic = admin.list_topics("quota-replicated", timeout=10).topics["quota-replicated"]
     assert len(topic.partitions[0].isrs) == 3
+    # The control: the quota is in force, a client reading the same data is throttled.
+    throttled: list[float] = []
+    reader = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "client.id": "quota-control",
+            "group.id": "quota-control",
+            "throttle_cb": lambda event: throttled.append(event.throttle_time),
+        }
+    )
+    reader.assign([TopicPartition("quota-replicated", 0, 0)])
+    deadline = time.monotonic() + 15
+    while not throttled and time.monotonic() < deadline:
+        reader.poll(0.2)
+    reader.close()
+    assert throttled, "the default client quota did not hold the control client back"
 
 
 def _acls_on(host: str, port: int, config: dict[str, Any]) -> int:

@@ -101,3 +101,11 @@ def test_steady_producer_is_held_to_its_quota() -> None:
         clock.now += 0.01 + throttle / 1000
     rate = sent / (clock.now - start)
     assert 0.9e6 < rate < 1.3e6, rate
+
+
+def test_a_throttle_is_at_most_the_measured_span() -> None:
+    """Kafka's bound: however far over a tiny quota, a client waits at most the span the
+    rate is measured over (quota.window.num x quota.window.size.seconds)."""
+    quotas = QuotaManager(window_s=1.0, samples=11, clock=Clock())
+    quotas.load([((("user", "alice"),), {PRODUCE: 1.0})])
+    assert quotas.record(PRODUCE, "alice", "c", 10**9) == 11_000

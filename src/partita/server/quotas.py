@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from partita.cluster.layout import QuotaEntity
 
 PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
-MAX_THROTTLE_MS = 60 * 60 * 1000  # a misconfigured tiny quota must not mute a client for days
 
 
 @dataclass(slots=True)
@@ -144,4 +143,7 @@ class QuotaManager:
         throttle = (observed - quota.bound) / quota.bound * rate.window_size(now) * 1000
         # Rounded up: a client that waits exactly this long is back within its quota
         # (rounded down, its next fetch was a hair over and answered empty again).
-        return min(math.ceil(throttle), MAX_THROTTLE_MS)
+        # Bounded by the span the rate is measured over, as Kafka bounds it
+        # (QuotaUtils.boundedThrottleTime): a tiny quota mutes a client for seconds at a
+        # time, not for hours, and it still cannot get more through than its quota.
+        return min(math.ceil(throttle), math.ceil(self.window * self.samples * 1000))
