@@ -162,8 +162,11 @@ def test_a_sasl_ssl_cluster_replicates_and_loses_nothing_under_kill(
     assert not failed, failed[:5]
     assert sum(len(v) for v in acked.values()) == total
 
-    # The killed broker comes back, logs in to the new leaders and catches up.
+    # The killed broker comes back on the port it had (clients and followers hold that
+    # address), logs in to the new leaders and catches up.
+    address = cluster.broker(leader).bootstrap
     cluster.broker(leader).start()
+    assert cluster.broker(leader).bootstrap == address
     until(full_isrs, 60, "the restarted broker back in every ISR")
 
     consumer = Consumer({**app, "group.id": "auditors", "enable.auto.commit": False})

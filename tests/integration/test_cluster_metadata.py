@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from partita.client.cluster import Cluster
+from partita.local.cluster import free_port
 from tests.integration.clients import create_topic
 from tests.integration.conftest import BrokerProcess
 
@@ -38,3 +39,28 @@ def test_no_rack_is_none(broker: BrokerProcess) -> None:
             await cluster.close()
 
     assert asyncio.run(learn()) == {("plain", 0): [None]}
+
+
+def test_requests_for_any_broker_pass_over_a_dead_one(broker: BrokerProcess) -> None:
+    # The metadata still lists a broker that was killed (or restarted on another port):
+    # a request any broker can answer goes to a live one, as Kafka's least-loaded node
+    # does, and never fails on the dead one. Before, a random listed broker was chosen,
+    # and an admin call failed with "connection refused" once in N.
+    dead_port = free_port()
+
+    async def ask() -> list[int]:
+        cluster = Cluster(broker.bootstrap)
+        try:
+            await cluster.refresh([], auto_create=False)
+            (live,) = cluster.brokers
+            cluster.brokers[live + 1] = ("127.0.0.1", dead_port)
+            ports = []
+            for _ in range(20):
+                connection = await cluster.any_connection()
+                ports.append(connection.port)
+                await connection.close()  # each time a fresh pick among the listed
+            return ports
+        finally:
+            await cluster.close()
+
+    assert set(asyncio.run(ask())) == {broker.port}

@@ -94,11 +94,26 @@ class Cluster:
         self._bootstrap_connection: BrokerConnection | None = None
 
     async def any_connection(self) -> BrokerConnection:
-        if self.brokers:
-            return await self.connection(random.choice(list(self.brokers)))
+        """A connection to some broker, as Kafka's least-loaded node: one already open if
+        there is one, else each known broker in turn, else the bootstrap servers. A dead
+        broker the metadata still lists (killed, or restarted on another port) is passed
+        over, not reported: any live broker answers a request that needs no leader."""
+        open_now = [
+            c for node, c in self._connections.items() if node in self.brokers and not c.closed
+        ]
+        if open_now:
+            return random.choice(open_now)
+        errors = []
+        nodes = list(self.brokers)
+        random.shuffle(nodes)
+        for node in nodes:
+            try:
+                return await self.connection(node)
+            except OSError as exc:
+                host, port = self.brokers.get(node, ("?", 0))
+                errors.append(f"{host}:{port}: {exc.strerror or exc}")
         if self._bootstrap_connection is not None and not self._bootstrap_connection.closed:
             return self._bootstrap_connection
-        errors = []
         for host, port in self.bootstrap:
             connection = BrokerConnection(host, port, self.client_id, security=self.security)
             try:
@@ -108,7 +123,7 @@ class Cluster:
                 continue
             self._bootstrap_connection = connection
             return connection
-        raise NoBrokersAvailableError("cannot reach any bootstrap server: " + "; ".join(errors))
+        raise NoBrokersAvailableError("cannot reach any broker: " + "; ".join(errors))
 
     async def connection(self, node_id: int) -> BrokerConnection:
         existing = self._connections.get(node_id)

@@ -145,6 +145,19 @@ class EtcdProcess:
                 self.kill()
 
 
+def pin_listener_ports(listeners: str, ports: dict[str, int]) -> str:
+    """``listeners`` with each port-0 entry given the port its listener bound before."""
+    pinned = []
+    for entry in (e.strip() for e in listeners.split(",") if e.strip()):
+        name, _, address = entry.partition("://")
+        host, _, port = address.rpartition(":")
+        if port == "0" and name.upper() in ports:
+            pinned.append(f"{name}://{host}:{ports[name.upper()]}")
+        else:
+            pinned.append(entry)
+    return ",".join(pinned)
+
+
 class BrokerNode:
     """``partita broker`` as a cluster member; restartable on its data dir and port."""
 
@@ -163,6 +176,10 @@ class BrokerNode:
         self.settings = dict(settings or {})
         self.host = "127.0.0.1"
         self.port = 0
+        # Each named listener's port once bound: a restart takes the same ones, as a
+        # broker restarted by hand with its server.properties would, so clients and
+        # followers holding the old address find it again.
+        self.listener_ports: dict[str, int] = {}
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}.log"
         # Prepended to the broker's command line (e.g. `ip netns exec NS`, which execs it:
@@ -190,6 +207,8 @@ class BrokerNode:
             "--ready-file", str(ready),
         ]  # fmt: skip
         settings = dict(self.settings)
+        if "listeners" in settings and self.listener_ports:
+            settings["listeners"] = pin_listener_ports(settings["listeners"], self.listener_ports)
         if self.rack:
             settings["broker.rack"] = self.rack
         if settings:
@@ -216,7 +235,11 @@ class BrokerNode:
                     f"broker {self.node_id} not ready after {timeout}s:\n{self.logs()}"
                 )
             time.sleep(0.05)
-        self.port = int(ready.read_text().splitlines()[0].rpartition(":")[2])
+        first, *named = ready.read_text().splitlines()
+        self.port = int(first.rpartition(":")[2])
+        for line in named:
+            name, _, address = line.partition(" ")
+            self.listener_ports[name] = int(address.rpartition(":")[2])
 
     def signal(self, sig: signal.Signals) -> None:
         assert self.proc is not None

@@ -328,4 +328,5 @@ def _restart(node: BrokerNode) -> None:
         if "address already in use" not in node.logs().lower():
             raise
         node.port = 0
+        node.listener_ports.clear()
         node.start()
