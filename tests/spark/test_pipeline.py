@@ -7,11 +7,16 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+
+from partita.local.cluster import free_port
+from tests.spark.spark_standalone import SparkStandalone, stock_worker_python
 
 LIMIT = 20_000
 PIPELINE = [sys.executable, "-m", "partita.cli.main", "pipeline"]
@@ -195,13 +200,14 @@ def test_the_pipelines_spark_session_starts_without_jvm_chatter() -> None:
     assert "even last\n" in done.stderr
 
 
-def _same_results(run: Run, single: Run) -> None:
+def _same_results(run: Run, single: Run, reused: bool = False) -> None:
     fingerprints = re.compile(r"results: (.*?) \(sha256")
     ours, theirs = fingerprints.search(_flat(run.report)), fingerprints.search(_flat(single.report))
     assert ours and theirs and ours.group(1) == theirs.group(1), _flat(run.report)[-2000:]
     for table in RESULT_TABLES:
         assert _rows(run.work, table) == _rows(single.work, table), table
-    assert "exactly once: the batch read offsets 0..n-1 of every partition" in _flat(run.report)
+    span = "b..b+n-1" if reused else "0..n-1"
+    assert f"exactly once: the batch read offsets {span} of every partition" in _flat(run.report)
 
 
 @pytest.mark.timeout(600)
@@ -228,6 +234,15 @@ def test_pipeline_on_a_running_partita_cluster(single_broker_run: Run, tmp_path:
         assert again.returncode == 1
         assert again.stderr.count("\n") == 1, again.stderr
         assert "already exists" in again.stderr and "never deletes" in again.stderr
+        assert "--reuse-topics" in again.stderr
+        # With --reuse-topics the second run writes after the first's records and reads
+        # only its own: the same results, checked exactly once from where each partition
+        # ended before it.
+        reused = _run(
+            tmp_path / "reused", "--bootstrap-server", cluster.bootstrap, "--reuse-topics"
+        )
+        assert "reusing flights, flights-report, flights-hourly" in _flat(reused.report)
+        _same_results(reused, single_broker_run, reused=True)
     finally:
         cluster.kill()
 
@@ -258,3 +273,65 @@ def test_pipeline_says_in_one_line_that_no_broker_answers(tmp_path: Path) -> Non
     )  # fmt: skip
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1 and "cannot use the cluster at 127.0.0.1:1" in done.stderr
+
+
+@pytest.fixture(scope="module")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStandalone]:
+    cluster = SparkStandalone(tmp_path_factory.mktemp("spark-standalone"), workers=2)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.timeout(600)
+def test_pipeline_on_a_spark_standalone_cluster_with_stock_workers(
+    single_broker_run: Run, spark_cluster: SparkStandalone, tmp_path: Path
+) -> None:
+    """--spark-master (#31): the Spark stages on a standalone master with two workers whose
+    Python has partita's dependencies but not partita: the job ships partita's code, both
+    workers run executors, and the results are the local run's."""
+    python = stock_worker_python(tmp_path / "stock-python")
+    run = _run(
+        tmp_path / "pipeline",
+        "--spark-master", spark_cluster.master,
+        "--worker-python", str(python),
+        "--spark-conf", "spark.executor.memory=1g",
+    )  # fmt: skip
+    assert f"Spark on {spark_cluster.master}: 2 executors, partita shipped" in _flat(run.report)
+    _same_results(run, single_broker_run)
+    apps = spark_cluster.state()["completedapps"]
+    assert isinstance(apps, list) and apps, "the job ran on the cluster"
+
+
+@pytest.mark.timeout(300)
+def test_pipeline_says_what_workers_without_partita_need(
+    spark_cluster: SparkStandalone, tmp_path: Path
+) -> None:
+    python = stock_worker_python(tmp_path / "stock-python")
+    done = subprocess.run(
+        [*PIPELINE, "--work-dir", str(tmp_path / "w"), *SLICE, "--spark-master",
+         spark_cluster.master, "--worker-python", str(python), "--no-ship-package"],
+        capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout[-2000:]
+    (line,) = [ln for ln in done.stderr.splitlines() if ln.startswith("error:")]
+    assert "the Spark executors cannot import partita" in line
+    assert "drop --no-ship-package" in line and f"{python} -m pip install" in line
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+
+
+def test_pipeline_says_in_one_line_that_no_spark_master_answers(tmp_path: Path) -> None:
+    port = free_port()
+    started = time.monotonic()
+    done = subprocess.run(
+        [*PIPELINE, "--work-dir", str(tmp_path / "w"), "--limit", "10", "--spark-master",
+         f"spark://127.0.0.1:{port}"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert f"cannot reach the Spark master at spark://127.0.0.1:{port}" in done.stderr
+    assert time.monotonic() - started < 20
+    assert not (tmp_path / "w").exists()  # refused before anything was started or wiped

@@ -71,3 +71,20 @@ def test_a_stream_that_stops_short_fails() -> None:
     short = [({}, {0: 4, 2: 2}, 6)]
     problems = check(PRODUCED, _read(stream_offsets=short, stream_rows_in=6)).problems
     assert any("stream: ended at offsets {0: 4, 2: 2}" in p for p in problems)
+
+
+def test_a_run_on_reused_topics_is_checked_from_where_each_partition_ended() -> None:
+    # An earlier run left 100 records in partition 0 and 7 in partition 2: this run's
+    # records sit at 100..105 and 7..10, and so must its reads.
+    base = {0: 100, 1: 0, 2: 7}
+    moved = _read(
+        partition_offsets={0: (100, 105), 2: (7, 10)},
+        stream_offsets=[({}, {0: 104, 2: 9}, 6), ({0: 104, 2: 9}, {0: 106, 2: 11}, 4)],
+    )
+    verdict = check(PRODUCED, moved, base)
+    assert verdict.ok, verdict.problems
+    assert "offsets b..b+n-1" in verdict.summary
+    # The same reads judged as if the topics were new: every span is off.
+    assert not check(PRODUCED, moved).ok
+    # A read that took in the earlier run's records too fails.
+    assert not check(PRODUCED, _read(), base).ok

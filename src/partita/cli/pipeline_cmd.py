@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -86,6 +87,44 @@ def run(
         "the cluster has brokers, up to 3.",
         show_default=False,
     ),
+    reuse_topics: bool = typer.Option(
+        False,
+        "--reuse-topics",
+        help="With --bootstrap-server: write into the job's topics if they exist (an "
+        "earlier run's) and read only the offsets this run wrote; the input topic keeps "
+        "its partition count.",
+    ),
+    spark_master: str = typer.Option(
+        "local[2]",
+        "--spark-master",
+        metavar="URL",
+        help="Where the Spark stages run: local[N], or a Spark cluster's master "
+        "(spark://HOST:PORT standalone, yarn, k8s://...). On a cluster the output and "
+        "checkpoints under --work-dir must be a path every worker sees.",
+    ),
+    spark_conf: list[str] = typer.Option(
+        [],
+        "--spark-conf",
+        metavar="KEY=VALUE",
+        help="A Spark setting, as spark-submit --conf (repeat it): e.g. "
+        "spark.executor.memory=2g, spark.cores.max=4, spark.driver.host=10.0.0.5.",
+        show_default=False,
+    ),
+    worker_python: str | None = typer.Option(
+        None,
+        "--worker-python",
+        metavar="PATH",
+        help="The Python the Spark executors run (PYSPARK_PYTHON): it needs partita's "
+        "dependencies. Default: this one, which a worker on this machine has.",
+        show_default=False,
+    ),
+    ship_package: bool | None = typer.Option(
+        None,
+        "--ship-package/--no-ship-package",
+        help="Ship partita's code to the executors with the job (spark-submit --py-files), "
+        "so workers need only its dependencies. Default: on a cluster, yes; local, no.",
+        show_default=False,
+    ),
 ) -> None:
     """Run the main job: NYC flights 2013 through partita into a PySpark pipeline."""
     from partita.pipeline.failover import REPLICATION  # noqa: PLC0415
@@ -98,8 +137,26 @@ def run(
         )
     if replication_factor is not None and bootstrap_server is None:
         raise fail("--replication-factor goes with --bootstrap-server")
+    if reuse_topics and bootstrap_server is None:
+        raise fail("--reuse-topics goes with --bootstrap-server: the job's own brokers start empty")
     if bootstrap_server is not None:
         check_bootstrap(bootstrap_server)
+    from partita.pipeline.spark_cluster import (  # noqa: PLC0415
+        SparkClusterError,
+        check_master,
+        is_local,
+    )
+
+    try:
+        check_master(spark_master)
+    except SparkClusterError as exc:
+        raise fail(str(exc)) from None
+    spark_plan = SparkPlan(
+        master=spark_master,
+        settings=_spark_settings(spark_conf),
+        worker_python=worker_python,
+        ship=not is_local(spark_master) if ship_package is None else ship_package,
+    )
     timings: dict[str, float] = {}
     if work_dir.exists():
         shutil.rmtree(work_dir)
@@ -117,6 +174,9 @@ def run(
     out_dir = work_dir / "output"
     result = JobResult()
     failover: FailoverReport | None = None
+    # Where this run's records start and end in each partition of the input topic, when
+    # it reused a topic holding an earlier run's; None: the whole topic is this run's.
+    window: tuple[dict[int, int], dict[int, int]] | None = None
     broker_settings: dict[str, str] = {}
     security: dict[str, str] = {}
     if secure:
@@ -129,21 +189,35 @@ def run(
         )
 
     if bootstrap_server is not None:
-        from partita.pipeline.external import ExternalClusterError, prepare  # noqa: PLC0415
+        from partita.pipeline.external import (  # noqa: PLC0415
+            ExternalClusterError,
+            end_offsets,
+            prepare,
+        )
         from partita.pipeline.spark_job import HOURLY_TOPIC, REPORT_TOPIC  # noqa: PLC0415
 
         security = client_settings()
         started = time.perf_counter()
         topics = {TOPIC: partitions, REPORT_TOPIC: -1, HOURLY_TOPIC: -1}
         try:
-            prepared = asyncio.run(prepare(bootstrap_server, topics, replication_factor, security))
+            prepared = asyncio.run(
+                prepare(bootstrap_server, topics, replication_factor, security, reuse_topics)
+            )
         except ExternalClusterError as exc:
             raise fail(str(exc)) from None
+        created = [t for t in topics if t not in prepared.reused]
         console.print(
             f"cluster at {bootstrap_server}: {prepared.brokers} broker"
-            f"{'s' if prepared.brokers != 1 else ''}; topics {', '.join(topics)} created "
-            f"with replication factor {prepared.replication}"
+            f"{'s' if prepared.brokers != 1 else ''}"
+            + (
+                f"; topics {', '.join(created)} created with replication factor "
+                f"{prepared.replication}"
+                if created
+                else ""
+            )
+            + (f"; reusing {', '.join(prepared.reused)}" if prepared.reused else "")
         )
+        partitions = prepared.partitions
         events = load_flight_events(limit)
         timings["load dataset"] = time.perf_counter() - started
         started = time.perf_counter()
@@ -159,6 +233,15 @@ def run(
                 )
             )
         timings["produce"] = time.perf_counter() - started
+        if TOPIC in prepared.reused:
+            try:
+                ended = asyncio.run(end_offsets(bootstrap_server, TOPIC, partitions, security))
+            except ExternalClusterError as exc:
+                raise fail(str(exc)) from None
+            window = (prepared.start, ended)
+            console.print(
+                f"this run's flights: offsets {_spans(prepared.start, ended)} of '{TOPIC}'"
+            )
         _spark_stages(
             kafka_options(bootstrap_server, security),
             work_dir,
@@ -166,6 +249,8 @@ def run(
             result,
             timings,
             max_offsets_per_trigger,
+            spark_plan,
+            window,
         )
     elif brokers:
         from partita.pipeline.failover import all_brokers, local_cluster  # noqa: PLC0415
@@ -191,6 +276,7 @@ def run(
                     result,
                     timings,
                     max_offsets_per_trigger,
+                    spark_plan,
                 )
         except RuntimeError as exc:  # a broker that did not start, a failover that stalled
             raise fail(f"{str(exc).splitlines()[0]} (logs: {work_dir / 'cluster'})") from None
@@ -222,14 +308,20 @@ def run(
                 result,
                 timings,
                 max_offsets_per_trigger,
+                spark_plan,
             )
 
-    verdict = check(Produced.of(events.values, per_partition), result)
+    base = window[0] if window is not None else None
+    verdict = check(Produced.of(events.values, per_partition), result, base)
     _report(len(events), partitions, result, timings, out_dir, verdict, failover)
     if not verdict.ok:
         for problem in verdict.problems:
             console.print(f"[red]{problem}[/red]")
         raise typer.Exit(1)
+
+
+def _spans(start: dict[int, int], end: dict[int, int]) -> str:
+    return ", ".join(f"P{p} {start[p]}..{end[p] - 1}" for p in sorted(end) if end[p] > start[p])
 
 
 def _progress() -> Progress:
@@ -325,6 +417,26 @@ def _produce_through_failover(
     return per_partition, report
 
 
+@dataclass(frozen=True)
+class SparkPlan:
+    """Where and how the Spark stages run (--spark-master and the options with it)."""
+
+    master: str
+    settings: dict[str, str]
+    worker_python: str | None
+    ship: bool
+
+
+def _spark_settings(entries: list[str]) -> dict[str, str]:
+    settings = {}
+    for entry in entries:
+        key, sep, value = entry.partition("=")
+        if not sep or not key.strip():
+            raise fail(f"--spark-conf {key.strip() or entry!r}: expected KEY=VALUE")
+        settings[key.strip()] = value.strip()
+    return settings
+
+
 def _spark_stages(
     kafka: dict[str, str],
     work_dir: Path,
@@ -332,7 +444,18 @@ def _spark_stages(
     result: JobResult,
     timings: dict[str, float],
     max_offsets_per_trigger: int,
+    plan: SparkPlan,
+    window: tuple[dict[int, int], dict[int, int]] | None = None,
 ) -> None:
+    import os  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from partita.pipeline.spark_cluster import (  # noqa: PLC0415
+        SparkClusterError,
+        explain_failure,
+        is_local,
+        wait_for_executors,
+    )
     from partita.pipeline.spark_job import (  # noqa: PLC0415
         run_batch,
         run_streaming,
@@ -340,12 +463,23 @@ def _spark_stages(
     )
 
     started = time.perf_counter()
-    spark = spark_session()
-    timings["start Spark"] = time.perf_counter() - started
+    spark = spark_session(
+        master=plan.master,
+        settings=plan.settings,
+        worker_python=plan.worker_python,
+        ship_to=work_dir / "ship" if plan.ship else None,
+    )
     try:
+        if not is_local(plan.master):
+            count = wait_for_executors(spark.sparkContext, plan.master, timeout=60)
+            console.print(
+                f"Spark on {plan.master}: {count} executor{'s' if count != 1 else ''}"
+                + (", partita shipped with the job" if plan.ship else "")
+            )
+        timings["start Spark"] = time.perf_counter() - started
         started = time.perf_counter()
         with console.status("Spark batch: on-time performance per carrier and route"):
-            run_batch(spark, kafka, TOPIC, out_dir, result)
+            run_batch(spark, kafka, TOPIC, out_dir, result, window)
         timings["Spark batch"] = time.perf_counter() - started
         started = time.perf_counter()
         with console.status("Spark streaming: hourly departures with a watermark"):
@@ -357,8 +491,17 @@ def _spark_stages(
                 work_dir / "checkpoints" / "hourly",
                 result,
                 max_offsets_per_trigger,
+                window[0] if window is not None else None,
             )
         timings["Spark streaming"] = time.perf_counter() - started
+    except SparkClusterError as exc:
+        raise fail(str(exc)) from None
+    except Exception as exc:
+        python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+        explained = explain_failure(exc, python)
+        if explained is None:
+            raise
+        raise fail(explained) from None
     finally:
         spark.stop()
 

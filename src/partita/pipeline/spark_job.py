@@ -19,6 +19,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
 from partita.pipeline.quiet_spark import quiet_session
+from partita.pipeline.spark_cluster import LOCAL_MASTER, is_local, on_this_host, package_zip
+from partita.spark.source import PartitaDataSource
 
 FLIGHT_SCHEMA = (
     "year int, month int, day int, dep_time double, sched_dep_time int, dep_delay double, "
@@ -56,24 +58,52 @@ class JobResult:
     fingerprints: dict[str, str] = field(default_factory=dict)
 
 
-def spark_session(app: str = "partita-flights") -> SparkSession:
-    # Executors must run this interpreter: they import partita to read the topic.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+def spark_session(
+    app: str = "partita-flights",
+    master: str = LOCAL_MASTER,
+    settings: Mapping[str, str] | None = None,
+    worker_python: str | None = None,
+    ship_to: Path | None = None,
+) -> SparkSession:
+    """The job's session: local by default; on ``master``, a Spark cluster's, with
+    partita's code shipped (a zip written under ``ship_to``) when it is given.
+    ``settings`` are Spark's own (``--spark-conf``), applied last."""
+    # Executors run this Python unless told otherwise: a worker on this machine has it
+    # (and partita), a worker elsewhere needs --worker-python.
+    os.environ["PYSPARK_PYTHON"] = worker_python or os.environ.get("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     conf = (
         SparkConf()
-        .setMaster("local[2]")
+        .setMaster(master)
         .setAppName(app)
         .set("spark.ui.enabled", "false")
         .set("spark.sql.shuffle.partitions", "4")
         .set("spark.sql.session.timeZone", "UTC")
-        .set("spark.driver.bindAddress", "127.0.0.1")
         .set("spark.ui.showConsoleProgress", "false")  # our own progress display instead
     )
+    if is_local(master) or on_this_host(master):
+        # Everything on this machine: the driver listens on loopback only.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        conf.set("spark.driver.bindAddress", "127.0.0.1").set("spark.driver.host", "127.0.0.1")
+    for key, value in (settings or {}).items():
+        conf.set(key, value)
+    shipped = package_zip(ship_to) if ship_to is not None else None
+    if shipped is not None:
+        # The Python workers Spark starts on the driver (a streaming source's planner
+        # among them) take no shipped files, only the JVM's PYTHONPATH: set before it starts.
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(shipped), os.environ.get("PYTHONPATH", "")) if p
+        )
     session = quiet_session(conf)
     session.sparkContext.setLogLevel("ERROR")
     logging.getLogger("py4j").setLevel(logging.WARNING)  # py4j logs every call at INFO
+    if shipped is not None:
+        session.sparkContext.addPyFile(str(shipped))  # the executors' workers
+    # Registered from here, the source's Python functions carry this session's Python
+    # (PYSPARK_PYTHON) and the shipped zip. Found by Spark's own scan for pyspark_*
+    # modules instead, its reads would run the driver's interpreter, by its path, on
+    # every executor, and without the zip.
+    session.dataSource.register(PartitaDataSource)
     return session
 
 
@@ -108,11 +138,26 @@ def _to_topic(df: DataFrame, key: Any, kafka: dict[str, str], topic: str) -> Non
     ).write.mode("append").format("partita").options(**kafka).option("topic", topic).save()
 
 
+def offsets_option(topic: str, offsets: Mapping[int, int]) -> str:
+    """Spark's JSON for startingOffsets / endingOffsets: ``{"topic": {"0": 42, ...}}``."""
+    return json.dumps({topic: {str(p): o for p, o in sorted(offsets.items())}})
+
+
 def run_batch(
-    spark: SparkSession, kafka: dict[str, str], topic: str, out_dir: Path, result: JobResult
+    spark: SparkSession,
+    kafka: dict[str, str],
+    topic: str,
+    out_dir: Path,
+    result: JobResult,
+    window: tuple[Mapping[int, int], Mapping[int, int]] | None = None,
 ) -> None:
-    """On-time performance per carrier and per route, joined with the dimension tables."""
-    events = spark.read.format("partita").options(**kafka).option("subscribe", topic).load()
+    """On-time performance per carrier and per route, joined with the dimension tables;
+    of the whole topic, or of the offsets ``window`` (start, end) holds."""
+    reader = spark.read.format("partita").options(**kafka).option("subscribe", topic)
+    if window is not None:
+        reader = reader.option("startingOffsets", offsets_option(topic, window[0]))
+        reader = reader.option("endingOffsets", offsets_option(topic, window[1]))
+    events = reader.load()
     result.spark_tasks = events.rdd.getNumPartitions()
     flights = _flights(
         events,
@@ -197,14 +242,19 @@ def run_streaming(
     checkpoint: Path,
     result: JobResult,
     max_offsets_per_trigger: int = 60_000,
+    starting: Mapping[int, int] | None = None,
 ) -> None:
     """Departures per airport per hour, as a stream with a watermark: each hour's window is
-    written once, when the watermark has passed it (append mode)."""
+    written once, when the watermark has passed it (append mode). The stream starts at
+    the earliest offsets, or at ``starting``."""
     events = (
         spark.readStream.format("partita")
         .options(**kafka)
         .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
+        .option(
+            "startingOffsets",
+            offsets_option(topic, starting) if starting is not None else "earliest",
+        )
         .option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
         .load()
     )
