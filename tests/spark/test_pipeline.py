@@ -335,3 +335,51 @@ def test_pipeline_says_in_one_line_that_no_spark_master_answers(tmp_path: Path) 
     assert f"cannot reach the Spark master at spark://127.0.0.1:{port}" in done.stderr
     assert time.monotonic() - started < 20
     assert not (tmp_path / "w").exists()  # refused before anything was started or wiped
+
+
+@pytest.mark.timeout(180)
+def test_pipeline_says_in_one_line_that_it_may_not_write(tmp_path: Path) -> None:
+    """A user who may create the job's topics but not write to them (ACLs on): one line
+    naming the refusal, after the topics were made, and no traceback."""
+    from confluent_kafka.admin import (  # noqa: PLC0415
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    from tests.integration.conftest import BrokerProcess  # noqa: PLC0415
+    from tests.integration.test_acls import SETTINGS  # noqa: PLC0415
+    from tests.integration.test_sasl import client_config  # noqa: PLC0415
+
+    broker = BrokerProcess(tmp_path / "data", SETTINGS)
+    broker.start()
+    try:
+        admin = AdminClient(client_config(broker, "admin", "admin-secret"))
+        grants = [
+            AclBinding(ResourceType.TOPIC, "flights", ResourcePatternType.PREFIXED,
+                       "User:alice", "*", operation, AclPermissionType.ALLOW)
+            for operation in (AclOperation.CREATE, AclOperation.DESCRIBE)
+        ]  # fmt: skip
+        for future in admin.create_acls(grants).values():
+            future.result(30)
+        properties = tmp_path / "alice.properties"
+        properties.write_text(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+            "sasl.username=alice\nsasl.password=alice-secret\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "partita.cli.main", "--command-config", str(properties),
+             "pipeline", "--work-dir", str(tmp_path / "w"), "--limit", "100",
+             "--bootstrap-server", broker.bootstrap],
+            capture_output=True, text=True, timeout=150, check=False,
+        )  # fmt: skip
+        assert done.returncode == 1, done.stdout[-2000:]
+        assert "flights, flights-report, flights-hourly created" in _flat(done.stdout)
+        assert done.stderr.count("\n") == 1, done.stderr
+        assert f"producing to 'flights' on {broker.bootstrap} failed" in done.stderr
+        assert "authoriz" in done.stderr.lower() and "alice-secret" not in done.stderr
+    finally:
+        broker.close()

@@ -28,6 +28,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 from rich.table import Table
 
 from partita.cli.common import check_bootstrap, client_settings, fail
+from partita.errors import KafkaError
 from partita.pipeline.local_broker import LocalBroker
 
 if TYPE_CHECKING:
@@ -221,17 +222,24 @@ def run(
         events = load_flight_events(limit)
         timings["load dataset"] = time.perf_counter() - started
         started = time.perf_counter()
-        with _progress() as progress:
-            task = progress.add_task("producing flights", total=len(events))
-            per_partition = asyncio.run(
-                produce_events(
-                    bootstrap_server,
-                    TOPIC,
-                    events,
-                    lambda done: progress.update(task, completed=done),
-                    security=security,
+        try:
+            with _progress() as progress:
+                task = progress.add_task("producing flights", total=len(events))
+                per_partition = asyncio.run(
+                    produce_events(
+                        bootstrap_server,
+                        TOPIC,
+                        events,
+                        lambda done: progress.update(task, completed=done),
+                        security=security,
+                    )
                 )
-            )
+        except (KafkaError, OSError) as exc:
+            # What was acknowledged stays: a rerun with --reuse-topics reads past it.
+            raise fail(
+                f"producing to {TOPIC!r} on {bootstrap_server} failed: {exc} (a rerun needs "
+                "--reuse-topics, or the topics deleted)"
+            ) from None
         timings["produce"] = time.perf_counter() - started
         if TOPIC in prepared.reused:
             try:
