@@ -383,3 +383,24 @@ def test_pipeline_says_in_one_line_that_it_may_not_write(tmp_path: Path) -> None
         assert "authoriz" in done.stderr.lower() and "alice-secret" not in done.stderr
     finally:
         broker.close()
+
+
+@pytest.mark.timeout(180)
+def test_pipeline_says_in_one_line_that_no_spark_worker_takes_the_job(tmp_path: Path) -> None:
+    # A master with no worker: Spark would wait forever ("Initial job has not accepted any
+    # resources"); the job waits as long as Spark's own setting says, then one line.
+    empty = SparkStandalone(tmp_path / "spark", workers=0)
+    empty.start()
+    try:
+        done = subprocess.run(
+            [*PIPELINE, "--work-dir", str(tmp_path / "w"), "--limit", "10", "--spark-master",
+             empty.master, "--spark-conf",
+             "spark.scheduler.maxRegisteredResourcesWaitingTime=3s"],
+            capture_output=True, text=True, timeout=150, check=False,
+        )  # fmt: skip
+    finally:
+        empty.stop()
+    assert done.returncode == 1, done.stdout[-2000:]
+    (line,) = [ln for ln in done.stderr.splitlines() if ln.startswith("error:")]
+    assert f"no executor started on {empty.master} within 3 s" in line
+    assert "Traceback" not in done.stderr

@@ -460,6 +460,7 @@ def _spark_stages(
 
     from partita.pipeline.spark_cluster import (  # noqa: PLC0415
         SparkClusterError,
+        executor_wait_seconds,
         explain_failure,
         is_local,
         wait_for_executors,
@@ -479,7 +480,8 @@ def _spark_stages(
     )
     try:
         if not is_local(plan.master):
-            count = wait_for_executors(spark.sparkContext, plan.master, timeout=60)
+            wait = executor_wait_seconds(plan.settings)
+            count = wait_for_executors(spark.sparkContext, plan.master, wait)
             console.print(
                 f"Spark on {plan.master}: {count} executor{'s' if count != 1 else ''}"
                 + (", partita shipped with the job" if plan.ship else "")

@@ -107,10 +107,32 @@ def wait_for_executors(context: SparkContext, master: str, timeout: float) -> in
             raise SparkClusterError(
                 f"no executor started on {master} within {timeout:.0f} s: the master has no "
                 "worker with free cores and memory for the job (its web UI lists the "
-                "workers; spark.executor.memory and spark.cores.max size what the job asks)"
+                "workers; spark.executor.memory and spark.cores.max size what the job asks; "
+                f"{WAIT_SETTING} how long it waits)"
             )
         time.sleep(0.2)
     return count
+
+
+# Spark's own setting for how long to wait for executors to register before scheduling;
+# the job waits for the first one that long (Spark's default is 30 s; ours is longer, as
+# a cluster may have to start an executor JVM per worker).
+WAIT_SETTING = "spark.scheduler.maxRegisteredResourcesWaitingTime"
+DEFAULT_WAIT_SECONDS = 60.0
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, None: 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def executor_wait_seconds(settings: dict[str, str]) -> float:
+    """The wait for an executor: spark.scheduler.maxRegisteredResourcesWaitingTime, in
+    Spark's notation (30s, 500ms, 2min; a bare number is milliseconds), else 60 s."""
+    value = settings.get(WAIT_SETTING)
+    if value is None:
+        return DEFAULT_WAIT_SECONDS
+    found = _DURATION.match(value)
+    if found is None:
+        raise SparkClusterError(f"{WAIT_SETTING}={value!r}: expected a duration such as 30s")
+    return float(found.group(1)) * _UNIT_SECONDS[found.group(2)]
 
 
 MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
