@@ -14,13 +14,16 @@ with ``--bootstrap-server`` so that both brokers are used the same way:
 
 It prints each stage's seconds (produce, start Spark, Spark batch, Spark streaming; the
 job's own report line), the medians over the rounds, and partita's time as a ratio to
-Kafka's for each Spark placement; every run must pass the job's exactly-once check and
+Kafka's for each Spark placement, with the broker's CPU per flight over the job (its
+start-up not counted: the broker serves the produce, both Spark reads and the result
+writes); every run must pass the job's exactly-once check and
 give the same fingerprints.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import subprocess
@@ -42,21 +45,30 @@ STAGES = ("produce", "start Spark", "Spark batch", "Spark streaming")
 console = Console(width=120)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (all its threads) so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextmanager
-def partita_broker(work: Path) -> Iterator[str]:
+def partita_broker(work: Path) -> Iterator[tuple[str, int]]:
     with LocalBroker(work / "data", work / "broker.log", {}) as broker:
-        yield broker.bootstrap
+        assert broker._process is not None
+        yield broker.bootstrap, broker._process.pid
 
 
 @contextmanager
-def kafka_broker(work: Path) -> Iterator[str]:
+def kafka_broker(work: Path) -> Iterator[tuple[str, int]]:
     from tests.kafka.real_kafka import KafkaCluster, ensure_jars  # noqa: PLC0415
 
     ensure_jars()
     kafka = KafkaCluster(work, 1)
     kafka.start()
     try:
-        yield kafka.bootstrap
+        (node,) = kafka.nodes
+        assert node.proc is not None
+        yield kafka.bootstrap, node.proc.pid
     finally:
         kafka.stop()
 
@@ -105,12 +117,15 @@ def main() -> None:
                 for placement, master in placements:
                     for name, start in order:
                         work = root / f"{name}-{number}-{len(results)}"
-                        with start(work / "broker") as bootstrap:
+                        with start(work / "broker") as (bootstrap, pid):
+                            before = cpu_seconds(pid)  # its start-up not counted
                             times = run_job(work / "job", bootstrap, options.limit, master)
+                            times["broker CPU"] = cpu_seconds(pid) - before
                         results.setdefault((placement, name), []).append(times)
                         console.print(
                             f"round {number + 1}: Spark {placement}, {name}: "
                             + ", ".join(f"{s} {times.get(s, 0):.1f}s" for s in STAGES)
+                            + f"; broker CPU {times['broker CPU']:.1f}s"
                         )
         finally:
             spark.stop()
@@ -124,20 +139,25 @@ def main() -> None:
     )
     table.add_column("Spark")
     table.add_column("broker")
-    for stage in (*STAGES, "total"):
+    for stage in (*STAGES, "total", "broker CPU µs/flight"):
         table.add_column(stage, justify="right")
+    flights = options.limit or 336_776
     medians: dict[tuple[str, str], dict[str, float]] = {}
     for (placement, name), runs in results.items():
         med = {s: statistics.median(r.get(s, 0.0) for r in runs) for s in STAGES}
         med["total"] = sum(med.values())
+        med["cpu"] = statistics.median(r["broker CPU"] for r in runs) / flights * 1e6
         medians[(placement, name)] = med
-        table.add_row(placement, name, *(f"{med[s]:.1f}" for s in (*STAGES, "total")))
+        table.add_row(
+            placement, name, *(f"{med[s]:.1f}" for s in (*STAGES, "total")), f"{med['cpu']:.0f}"
+        )
     for placement in dict.fromkeys(p for p, _ in results):
         ours, theirs = medians.get((placement, "partita")), medians.get((placement, "Kafka"))
         if ours and theirs:
             table.add_row(
                 placement, "partita / Kafka",
-                *(f"{ours[s] / theirs[s]:.2f}x" if theirs[s] else "-" for s in (*STAGES, "total")),
+                *(f"{ours[s] / theirs[s]:.2f}x" if theirs[s] else "-"
+                  for s in (*STAGES, "total", "cpu")),
             )  # fmt: skip
     console.print(table)
 
