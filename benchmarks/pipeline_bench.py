@@ -116,7 +116,7 @@ def main() -> None:
                 placements = (("local[2]", None), ("standalone, 2 workers", spark.master))
                 for placement, master in placements:
                     for name, start in order:
-                        work = root / f"{name}-{number}-{len(results)}"
+                        work = root / f"{name}-{number}-{placement.split(',')[0]}"
                         with start(work / "broker") as (bootstrap, pid):
                             before = cpu_seconds(pid)  # its start-up not counted
                             times = run_job(work / "job", bootstrap, options.limit, master)

@@ -14,6 +14,7 @@ from partita.errors import CorruptRecordError
 from partita.protocol.compression import Compression, compress, decompress
 from partita.protocol.record_batch import (
     ATTRIBUTES_POS,
+    CONTROL_BIT,
     CRC_POS,
     DELETE_HORIZON_BIT,
     HEADER_SIZE,
@@ -122,6 +123,7 @@ def build_batch(
     base_sequence: int = NO_SEQUENCE,
     log_append_time: bool = False,
     transactional: bool = False,
+    control: bool = False,
     delete_horizon_ms: int | None = None,
     last_offset_delta: int | None = None,
 ) -> bytes:
@@ -146,6 +148,8 @@ def build_batch(
         attributes |= TIMESTAMP_TYPE_BIT
     if transactional:
         attributes |= TRANSACTIONAL_BIT
+    if control:
+        attributes |= CONTROL_BIT
     if delete_horizon_ms is not None:
         attributes |= DELETE_HORIZON_BIT
     if last_offset_delta is None:
