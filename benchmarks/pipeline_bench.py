@@ -116,7 +116,8 @@ def main() -> None:
                 placements = (("local[2]", None), ("standalone, 2 workers", spark.master))
                 for placement, master in placements:
                     for name, start in order:
-                        work = root / f"{name}-{number}-{placement.split(',')[0]}"
+                        where = "local" if master is None else "standalone"
+                        work = root / f"{name}-{number}-{where}"
                         with start(work / "broker") as (bootstrap, pid):
                             before = cpu_seconds(pid)  # its start-up not counted
                             times = run_job(work / "job", bootstrap, options.limit, master)
