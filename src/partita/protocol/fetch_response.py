@@ -41,6 +41,9 @@ class PartitionResult:
     preferred_read_replica: int = -1
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset), v12+ tag 0
     current_leader: tuple[int, int] | None = None  # (leader id, epoch), v12+ tag 1
+    # read_committed: the aborted transactions in the offsets returned, (producer id,
+    # first offset); None for a read_uncommitted fetch.
+    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 @dataclass(slots=True)
@@ -59,6 +62,18 @@ def _partition_tags(p: PartitionResult) -> bytes:
         body = struct.pack(">ii", *p.current_leader) + b"\x00"
         fields.append(encode_uvarint(1) + encode_uvarint(len(body)) + body)
     return encode_uvarint(len(fields)) + b"".join(fields)
+
+
+_ABORTED = struct.Struct(">qq")  # producer id, first offset
+
+
+def _aborted(aborted: list[tuple[int, int]] | None, flexible: bool) -> bytes:
+    if aborted is None:
+        return b"\x00" if flexible else _I32.pack(-1)
+    if flexible:
+        entries = b"".join(_ABORTED.pack(*a) + b"\x00" for a in aborted)  # + tagged fields
+        return encode_uvarint(len(aborted) + 1) + entries
+    return _I32.pack(len(aborted)) + b"".join(_ABORTED.pack(*a) for a in aborted)
 
 
 def set_fetch_throttle(
@@ -114,8 +129,7 @@ def encode_fetch_response(
                         p.index, p.error_code, p.high_watermark, p.last_stable_offset
                     )
                 )
-            # aborted transactions: always null (no transactions)
-            chunks.append(b"\x00" if flexible else _I32.pack(-1))
+            chunks.append(_aborted(p.aborted_transactions, flexible))
             if version >= 11:
                 chunks.append(_I32.pack(p.preferred_read_replica))
             records = p.records

@@ -16,6 +16,11 @@ This is the one owner of a partition's rules:
 - Reads: ``fetch`` is one partition of a Fetch (a follower's divergence check and
   progress, then the read to the high watermark or, for a follower, the log end);
   ``offset_for`` answers ListOffsets, ``end_offset_for_epoch`` OffsetForLeaderEpoch.
+- Transactions (#29): a producer's transactional batches open its transaction here,
+  ``write_marker`` (a coordinator's COMMIT/ABORT) ends it; the last stable offset is the
+  earliest open transaction's first offset, else the high watermark; read_committed
+  fetches and ListOffsets stop there, and fetches get the aborted transactions in what
+  they read. Rebuilt from the log with the producer state, on a follower as on a leader.
 - As leader: followers' fetches move their progress (``replication.progress``); the
   high watermark is the ISR's smallest log end, never moving back; ISR changes are
   proposed one at a time to the metadata store through ``isr_writer`` and take effect
@@ -37,6 +42,7 @@ import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from partita.cluster.model import PartitionState
 from partita.errors import (
@@ -51,6 +57,7 @@ from partita.errors import (
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
+from partita.protocol.control_records import TxnMarker, marker_batch, read_marker
 from partita.protocol.file_region import FileRegion
 from partita.protocol.record_batch import (
     BATCH_LENGTH_POS,
@@ -58,9 +65,12 @@ from partita.protocol.record_batch import (
     MAGIC_POS,
     MAGIC_V2,
     PRODUCER_ID_POS,
+    BatchHeader,
     iter_headers,
+    read_header,
 )
 from partita.replication.progress import LeaderProgress
+from partita.server.partition_transactions import PartitionTransactions
 from partita.server.producer_state import ProducerStateTable
 from partita.storage.log import (
     EARLIEST_LOCAL_TIMESTAMP,
@@ -70,6 +80,7 @@ from partita.storage.log import (
     AppendInfo,
     PartitionLog,
 )
+from partita.storage.txn_index import AbortedTxn, collect_aborted
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +130,8 @@ class PartitionRead:
     records: FileRegion | None = None
     # KIP-595: (epoch, end offset) a follower must truncate to before it fetches again.
     diverging_epoch: tuple[int, int] | None = None
+    # read_committed: the aborted transactions in the offsets read (None: not asked).
+    aborted: list[AbortedTxn] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +154,10 @@ class Partition:
     isr: list[int] = field(default_factory=list)
     replicas: list[int] = field(default_factory=list)
     producers: ProducerStateTable = field(default_factory=ProducerStateTable)
+    # Open transactions (the last stable offset) and every transaction aborted in the log
+    # (what a read_committed fetch reports), rebuilt from the log with the producers.
+    transactions: PartitionTransactions = field(default_factory=PartitionTransactions)
+    aborted: list[AbortedTxn] = field(default_factory=list)
     # Parked requests, by what can end their wait: follower fetches wait for the log end
     # to move, consumer fetches and acks=all produces for the high watermark. Changes of
     # leadership, ISR or log start wake both. (Waking everything on every change cost
@@ -372,8 +389,9 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        """Where read_committed consumers stop: with no transactions, the high watermark."""
-        return self.log.high_watermark
+        """Where read_committed consumers stop: the first offset of the earliest open
+        transaction, else the high watermark."""
+        return self.transactions.last_stable_offset(self.log.high_watermark)
 
     def fetch_bounds(self) -> PartitionRead:
         """What a Fetch answer says of the partition, records or not: high watermark,
@@ -390,6 +408,7 @@ class Partition:
         replica: int = -1,
         last_fetched_epoch: int = -1,
         min_one_batch: bool,
+        read_committed: bool = False,
     ) -> PartitionRead:
         """One partition of a Fetch, after ``check_leader``/``check_readable``. A follower
         (``replica`` >= 0) whose log diverged from ours is told where to truncate and gets
@@ -407,17 +426,35 @@ class Partition:
             self.record_follower_fetch(replica, offset)
         if max_bytes > 0 or min_one_batch:
             result.records = self.read(
-                offset, max(max_bytes, 0), for_follower=replica >= 0, min_one_batch=min_one_batch
+                offset,
+                max(max_bytes, 0),
+                for_follower=replica >= 0,
+                min_one_batch=min_one_batch,
+                read_committed=read_committed,
             )
+        if read_committed and replica < 0:
+            # Kafka bounds the search by the fetch's end; the LSO bounds what was read.
+            result.aborted = collect_aborted([self.aborted], offset, result.last_stable_offset)
         return result
 
     def read(
-        self, offset: int, max_bytes: int, *, for_follower: bool, min_one_batch: bool
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        for_follower: bool,
+        min_one_batch: bool,
+        read_committed: bool = False,
     ) -> FileRegion | None:
-        """Consumers never see past the high watermark (with no transactions, the last
-        stable offset is the same); a follower reads to the log end, which it must copy
+        """Consumers never see past the high watermark, and read_committed ones not past
+        the last stable offset; a follower reads to the log end, which it must copy
         before the high watermark can move."""
-        upper = self.log.log_end_offset if for_follower else self.log.high_watermark
+        if for_follower:
+            upper = self.log.log_end_offset
+        elif read_committed:
+            upper = self.last_stable_offset
+        else:
+            upper = self.log.high_watermark
         return self.log.read(offset, max_bytes, max_offset=upper, min_one_batch=min_one_batch)
 
     def replication_outcome(self, required_high_watermark: int, leader_epoch: int) -> bool:
@@ -447,14 +484,24 @@ class Partition:
         and where it ends in our log."""
         return self.log.epochs.end_offset_for(leader_epoch, self.log.log_end_offset)
 
-    def offset_for(self, timestamp: int, *, for_client: bool) -> ListedOffset:
+    def offset_for(
+        self, timestamp: int, *, for_client: bool, read_committed: bool = False
+    ) -> ListedOffset:
         """ListOffsets (the log answers the timestamp, special ones too). A client -- not a
         follower asking for our log start -- is refused while a new leader's end is
         unknown (``check_offsets_known``): for the latest offset, and when nothing below
-        a new leader's lagging high watermark qualifies (Kafka answers the same)."""
+        a new leader's lagging high watermark qualifies (Kafka answers the same). For a
+        read_committed client the latest offset is the last stable offset, and a record
+        found at or past it is not one it may read yet."""
         if for_client and timestamp == LATEST_TIMESTAMP:
             self.check_offsets_known()
         offset, found = self.log.list_offset(timestamp)
+        if read_committed and offset >= 0:
+            stable = self.last_stable_offset
+            if timestamp == LATEST_TIMESTAMP:
+                offset = stable
+            elif offset >= stable and timestamp not in _NO_RECORD_NEEDED:
+                offset, found = -1, -1
         if for_client and offset < 0 and timestamp not in _NO_RECORD_NEEDED:
             self.check_offsets_known()
         epoch = self.log.epochs.epoch_for(offset) if offset >= 0 else -1
@@ -495,16 +542,10 @@ class Partition:
             if self.log.offline_reason is None:
                 self.log.offline_reason = f"a replicated append failed: {exc.message}"
             raise
-        for _pos, h in iter_headers(memoryview(records)):
-            if h.producer_id >= 0 and h.base_sequence >= 0:
-                self.producers.record(
-                    h.producer_id,
-                    h.producer_epoch,
-                    h.base_sequence,
-                    h.base_sequence + h.last_offset_delta,
-                    h.base_offset,
-                    h.last_offset,
-                )
+        view = memoryview(records)
+        for pos, h in iter_headers(view):
+            if h.base_offset >= info.first_offset:  # not one the log skipped as held already
+                self._observe(h, partial(_batch_at, view, pos, h.size))
         if info.batches:
             self.wake_waiters(high_watermark=False)
         return info
@@ -531,21 +572,38 @@ class Partition:
     # -- appends -------------------------------------------------------------------------
 
     def rebuild_producer_state(self) -> None:
-        """Replay idempotent batch headers from the log (no record decoding)."""
-        table = ProducerStateTable()
+        """Replay batch headers from the log: idempotent producers' sequences, open
+        transactions and aborted ones (only a marker's one record is decoded)."""
+        self.producers = ProducerStateTable()
+        self.transactions = PartitionTransactions()
+        self.aborted = []
         for segment in self.log.segments:
-            for _pos, header in segment.iter_headers(0):
-                if header.producer_id >= 0 and header.base_sequence >= 0:
-                    last_seq = header.base_sequence + header.last_offset_delta
-                    table.record(
-                        header.producer_id,
-                        header.producer_epoch,
-                        header.base_sequence,
-                        last_seq,
-                        header.base_offset,
-                        header.last_offset,
-                    )
-        self.producers = table
+            for pos, header in segment.iter_headers(0):
+                self._observe(header, partial(segment.read_batch, pos, header.size))
+
+    def _observe(self, header: BatchHeader, batch: Callable[[], bytes | memoryview]) -> None:
+        """What one batch, appended or replayed, tells the producer and transaction state;
+        ``batch`` gives its bytes, needed only for a transaction marker."""
+        if header.producer_id < 0:
+            return
+        if header.is_control:
+            if header.is_transactional:
+                marker = read_marker(batch())
+                self.producers.fence(marker.producer_id, marker.producer_epoch)
+                aborted = self.transactions.on_marker(marker, header.base_offset)
+                if aborted is not None:
+                    self.aborted.append(aborted)
+            return
+        if header.base_sequence >= 0:
+            self.producers.record(
+                header.producer_id,
+                header.producer_epoch,
+                header.base_sequence,
+                header.base_sequence + header.last_offset_delta,
+                header.base_offset,
+                header.last_offset,
+            )
+        self.transactions.on_data(header.producer_id, header.base_offset, header.is_transactional)
 
     def append(self, records: bytes | memoryview) -> AppendInfo:
         """Append a producer's batches as leader, applying the idempotence rules first."""
@@ -607,6 +665,24 @@ class Partition:
             info.first_offset,
             info.last_offset,
         )
+        self.transactions.on_data(h.producer_id, info.first_offset, h.is_transactional)
+        return info
+
+    def write_marker(self, marker: TxnMarker) -> AppendInfo:
+        """Append a transaction coordinator's COMMIT or ABORT marker as leader (after
+        ``check_leader``): the producer's transaction here ends, an abort is indexed for
+        read_committed fetches, and a newer epoch fences the producer's older one."""
+        self.producers.check_marker_epoch(marker.producer_id, marker.producer_epoch)
+        batch = marker_batch(marker, now_ms())
+        try:
+            info = self.log.append_as_leader(batch, self.leader_epoch, from_coordinator=True)
+        except KafkaStorageError as exc:
+            self._leader_append_failed(exc)
+            raise
+        header = read_header(batch)._replace(base_offset=info.first_offset)
+        self._observe(header, lambda: batch)
+        self.wake_waiters(high_watermark=False)
+        self.maybe_advance_high_watermark()
         return info
 
     def wake_waiters(self, log_end: bool = True, high_watermark: bool = True) -> None:
@@ -642,6 +718,10 @@ async def wait_for_any(
         for partition in partitions:
             partition.log_end_waiters.discard(waiter)
             partition.high_watermark_waiters.discard(waiter)
+
+
+def _batch_at(view: memoryview, pos: int, size: int) -> memoryview:
+    return view[pos : pos + size]
 
 
 def _check_produce_records(view: memoryview) -> None:

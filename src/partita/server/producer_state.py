@@ -96,6 +96,22 @@ class ProducerStateTable:
             self.producers[producer_id] = entry
         entry.batches.append(BatchSequence(first_seq, last_seq, first_offset, last_offset))
 
+    def check_marker_epoch(self, producer_id: int, epoch: int) -> None:
+        """A transaction marker may not carry an epoch older than the producer's."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"marker for producer {producer_id} has epoch {epoch}, older than its {entry.epoch}"
+            )
+
+    def fence(self, producer_id: int, epoch: int) -> None:
+        """A transaction marker with a newer epoch (the coordinator fenced the producer):
+        batches of older epochs are refused from now on, and the new epoch starts again
+        at sequence 0."""
+        entry = self.producers.get(producer_id)
+        if entry is None or epoch > entry.epoch:
+            self.producers[producer_id] = ProducerEntry(epoch)
+
     def truncate_to(self, offset: int) -> None:
         """Forget batches at or after ``offset`` (the log was truncated)."""
         for producer_id in list(self.producers):

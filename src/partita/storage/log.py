@@ -168,9 +168,15 @@ class PartitionLog:
     # -- appends -----------------------------------------------------------------
 
     def append_as_leader(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        *,
+        from_coordinator: bool = False,
     ) -> AppendInfo:
         """Validate producer batches, give them offsets and the leader epoch, append them.
+        ``from_coordinator``: the broker's own batches (a transaction coordinator's
+        markers), to which the rules for clients' batches (no control batch) do not apply.
 
         Batches stay opaque bytes: each is written as a new 17-byte prefix (base offset,
         length, epoch, magic) followed by the client's own bytes from the CRC onwards. A
@@ -183,7 +189,7 @@ class PartitionLog:
             single = self._single_batch_fast_path(view, leader_epoch)
             if single is not None:
                 return single
-            headers = self._validate(view, from_client=True)
+            headers = self._validate(view, from_client=not from_coordinator)
             next_offset = self.log_end_offset
             log_append_time = -1
             if self.config.message_timestamp_type == "LogAppendTime":

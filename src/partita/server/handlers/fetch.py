@@ -47,6 +47,9 @@ class _FetchPass:
         self.partitions: list[Partition] = []
         self.budget = request.max_bytes if version >= 3 else 2**31 - 1
         self.replica = fetch_replica_id(request, version)
+        # isolation_level 1 (v4+): read only below the last stable offset, with the
+        # aborted transactions there (a follower's fetch is always read_uncommitted).
+        self.read_committed = version >= 4 and self.replica < 0 and request.isolation_level == 1
         # KIP-392: a consumer (Fetch v11+) may read from a follower, and may be told to.
         self.from_follower = version >= 11 and self.replica < 0
         self.client_rack = request.rack_id if self.from_follower else None
@@ -106,8 +109,11 @@ class _FetchPass:
             replica=self.replica,
             last_fetched_epoch=fp.last_fetched_epoch if self.version >= 12 else -1,
             min_one_batch=self.first_data and limit is not None,
+            read_committed=self.read_committed,
         )
         _bounds(result, read)
+        if read.aborted is not None:
+            result.aborted_transactions = [(a.producer_id, a.first_offset) for a in read.aborted]
         if read.diverging_epoch is not None:
             # The follower must cut its log first: answered now (this ends the long poll).
             result.diverging_epoch = read.diverging_epoch

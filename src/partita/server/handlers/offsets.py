@@ -30,13 +30,20 @@ _LTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 _LPartition = _LTopic.ListOffsetsPartitionResponse
 
 
-def _list_one(context: RequestContext, broker: Broker, client: bool, topic: str, p: Any) -> Any:
+def _list_one(
+    context: RequestContext,
+    broker: Broker,
+    client: bool,
+    read_committed: bool,
+    topic: str,
+    p: Any,
+) -> Any:
     version = context.api_version
     try:
         context.access.require_topic(topic)
         epoch = p.current_leader_epoch if version >= 4 else -1
         partition = broker.replicas.leader_partition(topic, p.partition_index, epoch)
-        listed = partition.offset_for(p.timestamp, for_client=client)
+        listed = partition.offset_for(p.timestamp, for_client=client, read_committed=read_committed)
         return _LPartition(
             partition_index=p.partition_index,
             error_code=0,
@@ -67,10 +74,13 @@ def handle_list_offsets(
     broker: Broker, context: RequestContext, request: ListOffsetsRequest
 ) -> Any:
     client = request.replica_id < 0  # followers ask too (their log start), and get the truth
+    read_committed = client and context.api_version >= 2 and request.isolation_level == 1
     topics = [
         _LTopic(
             name=t.name,
-            partitions=[_list_one(context, broker, client, t.name, p) for p in t.partitions],
+            partitions=[
+                _list_one(context, broker, client, read_committed, t.name, p) for p in t.partitions
+            ],
         )
         for t in request.topics
     ]

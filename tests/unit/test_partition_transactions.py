@@ -1,0 +1,121 @@
+"""Transactions on a real Partition and log, without sockets (#29): open transactions
+hold the last stable offset back, markers end them, aborts are reported to read_committed
+fetches, markers fence older epochs, and a reloaded leader or a follower copying the log
+arrives at the same state."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from partita.cluster.model import PartitionState
+from partita.errors import InvalidProducerEpochError
+from partita.protocol.control_records import TxnMarker
+from partita.protocol.records import Record, build_batch, decode_records
+from partita.server.partition import Partition
+from partita.storage.log import LATEST_TIMESTAMP
+from partita.storage.log_manager import LogManager
+from partita.storage.txn_index import AbortedTxn
+
+OpenManager = Callable[..., LogManager]
+ME, OTHER = 1, 2
+
+
+def _leader(open_manager: OpenManager, node: int = ME, leader: int = ME) -> Partition:
+    log = open_manager().get_or_create("t", 0)
+    partition = Partition("t", 0, log, node)
+    partition.become(PartitionState(replicas=[ME, OTHER], leader=leader, leader_epoch=1, isr=[ME]))
+    return partition
+
+
+def _batch(producer: int, seq: int, n: int = 3, *, epoch: int = 0) -> bytes:
+    records = [Record(i, 1_000 + i, b"k", f"{producer}:{seq + i}".encode()) for i in range(n)]
+    if producer < 0:
+        return build_batch(records)
+    return build_batch(
+        records, producer_id=producer, producer_epoch=epoch, base_sequence=seq,
+        transactional=True,
+    )  # fmt: skip
+
+
+def _values(partition: Partition, *, read_committed: bool) -> list[bytes]:
+    read = partition.fetch(0, 1 << 20, min_one_batch=True, read_committed=read_committed)
+    if read.records is None:
+        return []
+    data = read.records.read()
+    values, pos = [], 0
+    while pos < len(data):
+        header, records = decode_records(data, pos)
+        if not header.is_control:
+            values += [r.value or b"" for r in records]
+        pos += header.size
+    return values
+
+
+def test_open_transactions_hold_the_lso_and_markers_release_it(open_manager: OpenManager) -> None:
+    p = _leader(open_manager)
+    p.append(_batch(7, 0))  # 0-2, producer 7's transaction
+    p.append(_batch(-1, 0))  # 3-5, no transaction
+    assert (p.high_watermark, p.last_stable_offset) == (6, 0)
+    assert _values(p, read_committed=True) == []
+    assert len(_values(p, read_committed=False)) == 6
+    assert p.offset_for(LATEST_TIMESTAMP, for_client=True, read_committed=True).offset == 0
+    assert p.offset_for(LATEST_TIMESTAMP, for_client=True).offset == 6
+
+    p.append(_batch(8, 0))  # 6-8, producer 8's
+    p.write_marker(TxnMarker(7, 0, False, 0))  # abort at 9: 8's transaction is still open
+    assert p.aborted == [AbortedTxn(7, 0, 9, 6)]
+    assert p.last_stable_offset == 6
+    p.write_marker(TxnMarker(8, 0, True, 0))  # commit at 10
+    assert p.last_stable_offset == p.high_watermark == 11
+
+    read = p.fetch(0, 1 << 20, min_one_batch=True, read_committed=True)
+    assert read.aborted == [AbortedTxn(7, 0, 9, 6)]
+    assert read.last_stable_offset == 11
+    # The records are all returned (the consumer drops the aborted ones itself); the
+    # markers are control batches no consumer shows.
+    assert len(_values(p, read_committed=True)) == 9
+    assert p.fetch(0, 1 << 20, min_one_batch=True).aborted is None  # read_uncommitted
+    assert p.fetch(10, 1 << 20, min_one_batch=True, read_committed=True).aborted == []
+
+
+def test_a_reloaded_partition_and_a_follower_rebuild_the_same_state(
+    open_manager: OpenManager, tmp_path: Path
+) -> None:
+    leader = _leader(open_manager)
+    leader.append(_batch(7, 0))
+    leader.append(_batch(8, 0))
+    leader.write_marker(TxnMarker(7, 0, False, 0))
+    leader.append(_batch(7, 3))
+    leader.append(_batch(9, 0))
+    leader.write_marker(TxnMarker(9, 0, True, 0))
+    state = (dict(leader.transactions.open), list(leader.aborted), leader.last_stable_offset)
+    assert state == ({8: 3, 7: 7}, [AbortedTxn(7, 0, 6, 3)], 3)
+
+    leader.rebuild_producer_state()  # as at load, from the log alone
+    assert (dict(leader.transactions.open), leader.aborted, leader.last_stable_offset) == state
+
+    follower_log = open_manager(data_dir=tmp_path / "follower").get_or_create("t", 0)
+    follower = Partition("t", 0, follower_log, OTHER)
+    follower.become(PartitionState(replicas=[ME, OTHER], leader=ME, leader_epoch=1, isr=[ME]))
+    while follower.log.log_end_offset < leader.log.log_end_offset:  # a read is one segment's
+        region = leader.log.read(
+            follower.log.log_end_offset, 1 << 20, max_offset=leader.log.log_end_offset
+        )
+        assert region is not None
+        follower.append_as_follower(region.read())
+    assert dict(follower.transactions.open) == state[0] and follower.aborted == state[1]
+
+
+def test_a_marker_fences_older_epochs_and_refuses_to_go_back(open_manager: OpenManager) -> None:
+    p = _leader(open_manager)
+    p.append(_batch(7, 0, epoch=0))
+    p.write_marker(TxnMarker(7, 1, False, 0))  # the coordinator fenced epoch 0
+    with pytest.raises(InvalidProducerEpochError):
+        p.append(_batch(7, 3, epoch=0))
+    with pytest.raises(InvalidProducerEpochError):
+        p.write_marker(TxnMarker(7, 0, True, 0))
+    p.append(_batch(7, 0, epoch=2))  # the next instance starts again at sequence 0
+    assert p.transactions.open == {7: p.log.log_end_offset - 3}
