@@ -70,7 +70,11 @@ def _emit(message: str, name: str, struct: Any, classes: list[str]) -> str:
         lines.append(f"    {field.name}: {_python_type(field, nested)}")
     if len(lines) == 1:
         lines.append("    pass")
-    classes.append("\n".join(lines))
+    text = "\n".join(lines)
+    if text not in classes:  # a struct a schema names twice (AddPartitionsToTxnTopic)
+        if any(c.startswith(lines[0]) for c in classes):
+            raise SystemExit(f"{class_name}: two different structs share the name")
+        classes.append(text)
     return class_name
 
 

@@ -60,6 +60,10 @@ class ApiKey(IntEnum):
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +142,12 @@ _RANGES: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_ACLS: (1, 3),
     ApiKey.DELETE_ACLS: (1, 3),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+    # Transactions, version 1 (#29): v4+ of AddPartitionsToTxn is the brokers' batched
+    # verification and v5 of EndTxn transaction version 2's epoch bump.
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 4),
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),
 }
 
 

@@ -305,6 +305,59 @@ class OffsetForLeaderEpochRequest(Protocol):
     topics: Sequence[OffsetForLeaderEpochRequestOffsetForLeaderTopic]
 
 
+class AddPartitionsToTxnRequestAddPartitionsToTxnTopic(Protocol):
+    name: str
+    partitions: Sequence[int]
+
+
+class AddPartitionsToTxnRequestAddPartitionsToTxnTransaction(Protocol):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    verify_only: bool
+    topics: Sequence[AddPartitionsToTxnRequestAddPartitionsToTxnTopic]
+
+
+class AddPartitionsToTxnRequest(Protocol):
+    transactions: Sequence[AddPartitionsToTxnRequestAddPartitionsToTxnTransaction]
+    v3_and_below_transactional_id: str
+    v3_and_below_producer_id: int
+    v3_and_below_producer_epoch: int
+    v3_and_below_topics: Sequence[AddPartitionsToTxnRequestAddPartitionsToTxnTopic]
+
+
+class AddOffsetsToTxnRequest(Protocol):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group_id: str
+
+
+class EndTxnRequest(Protocol):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+
+
+class WriteTxnMarkersRequestWritableTxnMarkerTopic(Protocol):
+    name: str
+    partition_indexes: Sequence[int]
+
+
+class WriteTxnMarkersRequestWritableTxnMarker(Protocol):
+    producer_id: int
+    producer_epoch: int
+    transaction_result: bool
+    topics: Sequence[WriteTxnMarkersRequestWritableTxnMarkerTopic]
+    coordinator_epoch: int
+    transaction_version: int
+
+
+class WriteTxnMarkersRequest(Protocol):
+    markers: Sequence[WriteTxnMarkersRequestWritableTxnMarker]
+
+
 class DescribeAclsRequest(Protocol):
     resource_type_filter: int
     resource_name_filter: str | None

@@ -130,8 +130,10 @@ class Access:
         if code:
             raise _ERRORS[code]("not authorized to access the cluster")
 
-    def transactional_id(self, name: str) -> int:
-        allowed = self._allows(self.rule.transactional_ids, ResourceType.TRANSACTIONAL_ID, name)
+    def transactional_id(self, name: str, *, log_denied: bool = True) -> int:
+        allowed = self._allows(
+            self.rule.transactional_ids, ResourceType.TRANSACTIONAL_ID, name, log_denied
+        )
         return 0 if allowed else TRANSACTIONAL_ID_DENIED
 
     def may_create_topic(self, name: str) -> bool:

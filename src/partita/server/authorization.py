@@ -88,8 +88,8 @@ RULES: dict[ApiKey, Rule | Callable[[Any, int], Rule]] = {
     # Never refused (Kafka Connect finds the cluster id with it); without DESCRIBE on the
     # cluster its authorized operations are 0.
     ApiKey.DESCRIBE_CLUSTER: Rule(cluster=Operation.DESCRIBE),
-    # (Transactional produce is refused outright until #29; WRITE on its id then.)
-    ApiKey.PRODUCE: Rule(topics=Operation.WRITE),
+    # A transactional produce also needs WRITE on its transactional id (the handler).
+    ApiKey.PRODUCE: Rule(topics=Operation.WRITE, transactional_ids=Operation.WRITE),
     ApiKey.FETCH: lambda request, version: (
         _FOLLOWER if fetch_replica_id(request, version) >= 0 else _CONSUMER_FETCH
     ),
@@ -145,6 +145,19 @@ RULES: dict[ApiKey, Rule | Callable[[Any, int], Rule]] = {
     ApiKey.DESCRIBE_ACLS: _cluster(Operation.DESCRIBE),
     ApiKey.CREATE_ACLS: Rule(cluster=Operation.ALTER),
     ApiKey.DELETE_ACLS: Rule(cluster=Operation.ALTER),
+    # v0-3 have no top-level error: the handler answers every partition.
+    ApiKey.ADD_PARTITIONS_TO_TXN: Rule(topics=Operation.WRITE, transactional_ids=Operation.WRITE),
+    ApiKey.ADD_OFFSETS_TO_TXN: Rule(
+        groups=Operation.READ,
+        transactional_ids=Operation.WRITE,
+        refuse=lambda access, request: access.transactional_id(request.transactional_id),
+    ),
+    ApiKey.END_TXN: Rule(
+        transactional_ids=Operation.WRITE,
+        refuse=lambda access, request: access.transactional_id(request.transactional_id),
+    ),
+    # Brokers only; no top-level error: the handler answers every partition.
+    ApiKey.WRITE_TXN_MARKERS: Rule(cluster=Operation.CLUSTER_ACTION),
 }
 
 

@@ -31,6 +31,7 @@ from partita.server.partition import never_fenced
 from partita.server.quotas import QuotaManager
 from partita.server.replica_manager import ReplicaManager
 from partita.server.topic_admin import TopicAdmin
+from partita.server.transaction_service import TransactionService
 from partita.storage.dir_lock import DataDirLock
 from partita.storage.log_manager import LogManager
 from partita.storage.meta_properties import claim_data_dir
@@ -132,6 +133,18 @@ class Broker:
             isr_changed=self.metrics.isr_changed,
         )
         self.groups = GroupService(config, self.store, self.replicas, self.topic_admin)
+        self.transactions = TransactionService(
+            config,
+            self.store,
+            self.replicas,
+            self.topic_admin,
+            self.node_id,
+            None if self.alone else cluster.address_of,
+            # Alone, every partition's leader is this broker: no markers go elsewhere.
+            None
+            if self.alone
+            else inter_broker_security(config, config.inter_broker_listener(self.listeners)),
+        )
         self.metrics.track_state(self.replicas.partitions, self.groups.core.groups)
         # What this broker, as a leader, sends to replicas a reassignment is adding.
         self.reassignment_limit = ByteRateLimit(self._leader_throttle)

@@ -109,6 +109,11 @@ BROKER_DEFAULTS: dict[str, str] = {
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
     "transactional.id.expiration.ms": "604800000",
+    "transaction.state.log.num.partitions": "50",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "transaction.max.timeout.ms": "900000",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
     "producer.id.expiration.ms": "86400000",
     "replica.lag.time.max.ms": "30000",
     # A cluster member's etcd lease. Kafka's KRaft default is 9000; partita's is 3000 so

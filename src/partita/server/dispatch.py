@@ -29,6 +29,7 @@ from partita.server.handlers import (
     quotas,
     sasl,
     topic_partitions,
+    transactions,
 )
 from partita.server.request_context import RequestContext
 
@@ -85,4 +86,8 @@ HANDLERS: dict[ApiKey, Handler[Any]] = {
     ApiKey.CREATE_ACLS: acls.handle_create_acls,
     ApiKey.DESCRIBE_ACLS: acls.handle_describe_acls,
     ApiKey.DELETE_ACLS: acls.handle_delete_acls,
+    ApiKey.ADD_PARTITIONS_TO_TXN: transactions.handle_add_partitions,
+    ApiKey.ADD_OFFSETS_TO_TXN: transactions.handle_add_offsets,
+    ApiKey.END_TXN: transactions.handle_end_txn,
+    ApiKey.WRITE_TXN_MARKERS: transactions.handle_write_txn_markers,
 }

@@ -139,6 +139,7 @@ async def serve(
         partial.replace(ready_file)
     maintenance = asyncio.create_task(_maintenance(broker, stop))
     broker.groups.start()
+    broker.transactions.start()
     await stop.wait()
     log.info("stopping", extra={"requests_served": sum(s.requests_served for s in servers)})
     # Hand leaderships over while clients can still reach us and learn the new leaders.
@@ -149,6 +150,7 @@ async def serve(
         metrics_server.close()
         await metrics_server.wait_closed()
     await broker.groups.stop()
+    await broker.transactions.stop()
     await maintenance
     broker.shutdown()
     return 0

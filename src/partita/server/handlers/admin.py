@@ -24,7 +24,6 @@ from partita.errors import (
     InvalidRequestError,
     KafkaError,
     TopicAuthorizationFailedError,
-    TransactionalIdNotSupportedError,
     UnknownServerError,
 )
 from partita.protocol.messages import (
@@ -497,7 +496,14 @@ async def handle_init_producer_id(
 ) -> Any:
     try:
         if request.transactional_id is not None:
-            raise TransactionalIdNotSupportedError("partita does not support transactions")
+            # The coordinator's: a new id, or the epoch bumped (fencing), an open
+            # transaction aborted first (#29, transaction version 1).
+            error, new_id, new_epoch = await broker.transactions.init_producer_id(
+                request.transactional_id, request.transaction_timeout_ms
+            )
+            return InitProducerIdResponse(
+                throttle_time_ms=0, error_code=error, producer_id=new_id, producer_epoch=new_epoch
+            )
         producer_id = request.producer_id if context.api_version >= 3 else -1
         epoch = request.producer_epoch if context.api_version >= 3 else -1
         if producer_id >= 0 and 0 <= epoch < MAX_PRODUCER_EPOCH - 1:

@@ -8,6 +8,7 @@ answered NOT_COORDINATOR, and clients find the coordinator again.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
@@ -69,25 +70,37 @@ async def handle_find_coordinator(
 ) -> Any:
     key_type = request.key_type if context.api_version >= 1 else GROUP_KEY
     found: list[tuple[str, int, tuple[str, int] | None, int]]
-    if key_type != GROUP_KEY:
-        found = [(key, -1, None, InvalidRequestError.code) for key in _keys(context, request)]
-        message: str | None = "partita coordinates consumer groups only"
+    message: str | None = None
+    keys = _keys(context, request)
+    denied_of: Callable[..., int] | None
+    ensure: Callable[[], Awaitable[None]] | None
+    coordinator_of: Callable[[str], int] | None
+    if key_type == GROUP_KEY:
+        denied_of = context.access.group
+        ensure, coordinator_of = broker.groups.ensure_offsets_topic, broker.groups.coordinator_of
+    elif key_type == TRANSACTION_KEY:
+        denied_of = context.access.transactional_id
+        ensure = broker.transactions.ensure_state_topic
+        coordinator_of = broker.transactions.coordinator_of
     else:
-        keys = _keys(context, request)
-        if any(not context.access.group(key, log_denied=False) for key in keys):
-            # Only for a client that may use some group: nobody else makes it exist.
-            await broker.groups.ensure_offsets_topic()
+        denied_of, ensure, coordinator_of = None, None, None
+    if denied_of is None or ensure is None or coordinator_of is None:
+        found = [(key, -1, None, InvalidRequestError.code) for key in keys]
+        message = f"unknown coordinator key type {key_type}"
+    else:
+        if any(not denied_of(key, log_denied=False) for key in keys):
+            # Only for a client that may use some key: nobody else makes the topic exist.
+            await ensure()
         by_id = {b.node_id: address for b, address in reachable_brokers(broker, context.listener)}
         found = []
         for key in keys:
-            denied = context.access.group(key)
+            denied = denied_of(key)
             if denied:
                 found.append((key, -1, None, denied))
                 continue
-            coordinator = broker.groups.coordinator_of(key)
+            coordinator = coordinator_of(key)
             node = by_id.get(coordinator)
             found.append((key, coordinator if node else -1, node, NONE if node else 15))
-        message = None
     if context.api_version >= 4:
         coordinators = [
             FindCoordinatorResponse.Coordinator(

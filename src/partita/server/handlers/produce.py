@@ -16,7 +16,6 @@ from partita.errors import (
     InvalidTopicError,
     KafkaError,
     RequestTimedOutError,
-    TransactionalIdNotSupportedError,
     UnknownServerError,
 )
 from partita.protocol.produce_request_body import ProduceRequestBody
@@ -80,8 +79,6 @@ def _append_one(
 ) -> tuple[Any, _Replicating | None]:
     """The partition's answer, and what an acks=all answer still waits for (if any)."""
     try:
-        if request.transactional_id is not None:
-            raise TransactionalIdNotSupportedError("partita does not support transactions")
         if request.acks not in (-1, 0, 1):
             raise InvalidRequiredAcksError(f"acks must be -1, 0 or 1, got {request.acks}")
         if topic in INTERNAL_TOPICS and not internal_allowed:
@@ -136,8 +133,11 @@ def handle(broker: Broker, context: RequestContext, request: ProduceRequestBody)
     for t, topic_data in enumerate(request.topic_data):
         partitions = []
         denied = context.access.topic(topic_data.name)
+        message = f"not authorized to write to topic {topic_data.name}"
+        if not denied and request.transactional_id is not None:
+            denied = context.access.transactional_id(request.transactional_id)
+            message = f"not authorized to use transactional id {request.transactional_id}"
         if denied:
-            message = f"not authorized to write to topic {topic_data.name}"
             partitions = [_refused(p.index, denied, message) for p in topic_data.partition_data]
             responses.append(_Topic(name=topic_data.name, partition_responses=partitions))
             continue

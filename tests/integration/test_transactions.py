@@ -1,0 +1,158 @@
+"""Transactions (#29) with a real client: librdkafka's transactional producer and its
+read_committed consumer against a real broker.
+
+- Aborted records stay in the log (read_uncommitted sees them) and no read_committed
+  consumer ever sees one; committed ones are seen once.
+- A second producer with the same transactional id fences the first (zombie fencing):
+  the first can neither write nor commit again.
+- A transaction its producer left open holds the last stable offset back until the next
+  instance's init_transactions aborts it, or until transaction.timeout.ms does.
+- An open transaction survives the broker's restart (its state is in the log) and then
+  commits.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.integration.conftest import BrokerProcess
+
+TOPIC = "payments"
+SETTINGS = {
+    "group.initial.rebalance.delay.ms": "0",
+    # Look for expired transactions often, so that a timeout shows within seconds.
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "300",
+}
+
+
+@pytest.fixture
+def txn_broker(broker_factory: type[BrokerProcess]) -> Iterator[BrokerProcess]:
+    broker = broker_factory(SETTINGS)
+    broker.start()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(30)
+    yield broker
+
+
+def _producer(broker: BrokerProcess, tid: str, **extra: Any) -> Producer:
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap, "transactional.id": tid, "linger.ms": 5, **extra}
+    )
+    producer.init_transactions(30)
+    return producer
+
+
+def _read(broker: BrokerProcess, isolation: str, expect: int, wait: float = 20.0) -> list[str]:
+    """Every value of the topic from the start, as ``isolation`` lets a consumer see it,
+    reading until ``expect`` values came or ``wait`` seconds passed, then half a second
+    more (so that a value too many shows)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": f"auditor-{isolation}-{time.monotonic_ns()}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(2)])
+    values: list[str] = []
+    deadline = time.monotonic() + wait
+    settle: float | None = None
+    try:
+        while time.monotonic() < (settle or deadline):
+            message = consumer.poll(0.2)
+            if message is not None and not message.error():
+                values.append(message.value().decode())
+            if len(values) >= expect and settle is None:
+                settle = time.monotonic() + 0.5
+    finally:
+        consumer.close()
+    return values
+
+
+def _end_offsets(broker: BrokerProcess, isolation: str) -> list[int]:
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "offsets", "isolation.level": isolation}
+    )
+    try:
+        return [consumer.get_watermark_offsets(TopicPartition(TOPIC, p), 10)[1] for p in range(2)]
+    finally:
+        consumer.close()
+
+
+def test_read_committed_never_sees_an_aborted_record(txn_broker: BrokerProcess) -> None:
+    producer = _producer(txn_broker, "payments-etl")
+    producer.begin_transaction()
+    for i in range(50):
+        producer.produce(TOPIC, key=str(i), value=f"aborted-{i}")
+    producer.flush(30)
+    producer.abort_transaction(30)
+    producer.begin_transaction()
+    for i in range(50):
+        producer.produce(TOPIC, key=str(i), value=f"committed-{i}")
+    producer.commit_transaction(30)
+
+    committed = _read(txn_broker, "read_committed", 50)
+    assert sorted(committed) == sorted(f"committed-{i}" for i in range(50))
+    everything = _read(txn_broker, "read_uncommitted", 100)
+    assert len(everything) == 100  # the aborted records are in the log, skipped by readers
+    assert "error" not in txn_broker.logs().lower()
+
+
+def test_a_second_instance_fences_the_first(txn_broker: BrokerProcess) -> None:
+    zombie = _producer(txn_broker, "payments-etl")
+    zombie.begin_transaction()
+    zombie.produce(TOPIC, key="z", value="zombie-1")
+    zombie.flush(30)
+
+    # The new instance's init_transactions aborts what the zombie left open.
+    successor = _producer(txn_broker, "payments-etl")
+    successor.begin_transaction()
+    successor.produce(TOPIC, key="s", value="successor")
+    successor.commit_transaction(30)
+
+    with pytest.raises(KafkaException) as fenced:
+        zombie.produce(TOPIC, key="z", value="zombie-2")
+        zombie.commit_transaction(10)
+    assert fenced.value.args[0].fatal() or "fenced" in str(fenced.value).lower()
+    assert _read(txn_broker, "read_committed", 1) == ["successor"]
+
+
+def test_an_open_transaction_holds_the_lso_until_it_times_out(txn_broker: BrokerProcess) -> None:
+    stuck = _producer(txn_broker, "stuck", **{"transaction.timeout.ms": 2000})
+    stuck.begin_transaction()
+    for i in range(10):
+        stuck.produce(TOPIC, key="k", value=f"stuck-{i}", partition=0)
+    stuck.flush(30)
+    other = Producer({"bootstrap.servers": txn_broker.bootstrap})
+    other.produce(TOPIC, value="plain", partition=0)
+    other.flush(30)
+    # The plain record is after the open transaction: read_committed waits for it.
+    assert _end_offsets(txn_broker, "read_committed")[0] == 0
+    assert _end_offsets(txn_broker, "read_uncommitted")[0] == 11
+    # The coordinator aborts it once transaction.timeout.ms has passed; the LSO moves.
+    deadline = time.monotonic() + 20
+    while _end_offsets(txn_broker, "read_committed")[0] < 12:  # 10 + plain + marker
+        assert time.monotonic() < deadline, "the expired transaction was not aborted"
+        time.sleep(0.3)
+    assert _read(txn_broker, "read_committed", 1) == ["plain"]
+    assert "aborting a transaction past its timeout" in txn_broker.logs()
+
+
+def test_an_open_transaction_survives_a_restart_and_commits(txn_broker: BrokerProcess) -> None:
+    producer = _producer(txn_broker, "survivor")
+    producer.begin_transaction()
+    for i in range(20):
+        producer.produce(TOPIC, key=str(i), value=f"kept-{i}")
+    producer.flush(30)
+    txn_broker.restart()
+    # Nothing readable yet: the transaction is still open after the restart.
+    assert _end_offsets(txn_broker, "read_committed") == [0, 0]
+    producer.commit_transaction(60)
+    assert sorted(_read(txn_broker, "read_committed", 20)) == sorted(f"kept-{i}" for i in range(20))
