@@ -156,3 +156,65 @@ def test_an_open_transaction_survives_a_restart_and_commits(txn_broker: BrokerPr
     assert _end_offsets(txn_broker, "read_committed") == [0, 0]
     producer.commit_transaction(60)
     assert sorted(_read(txn_broker, "read_committed", 20)) == sorted(f"kept-{i}" for i in range(20))
+
+
+def test_consume_transform_produce_commits_offsets_with_the_output(
+    txn_broker: BrokerProcess,
+) -> None:
+    """send_offsets_to_transaction (AddOffsetsToTxn, TxnOffsetCommit): the group's offsets
+    move with the output, and not at all when the transaction aborts."""
+    admin = AdminClient({"bootstrap.servers": txn_broker.bootstrap})
+    admin.create_topics([NewTopic("orders", 1, 1)])["orders"].result(30)
+    source = Producer({"bootstrap.servers": txn_broker.bootstrap})
+    for i in range(30):
+        source.produce("orders", value=f"order-{i}")
+    source.flush(30)
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": txn_broker.bootstrap,
+            "group.id": "etl",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.assign([TopicPartition("orders", 0)])
+    producer = _producer(txn_broker, "etl-1")
+
+    def step(count: int, commit: bool) -> None:
+        batch = consumer.consume(count, timeout=10)
+        assert len(batch) == count
+        producer.begin_transaction()
+        for message in batch:
+            producer.produce(TOPIC, value=message.value().decode().replace("order", "paid"))
+        producer.send_offsets_to_transaction(
+            consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 30
+        )
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+
+    def committed() -> int:
+        return int(consumer.committed([TopicPartition("orders", 0)], 10)[0].offset)
+
+    step(10, commit=True)
+    assert committed() == 10
+    step(10, commit=False)  # the output is aborted and the offsets stay where they were
+    assert committed() == 10
+    consumer.seek(TopicPartition("orders", 0, 10))
+    step(10, commit=True)
+    step(10, commit=True)
+    assert committed() == 30
+    consumer.close()
+    output = _read(txn_broker, "read_committed", 30)
+    assert sorted(output) == sorted(f"paid-{i}" for i in range(30))
+    # Reloaded from __consumer_offsets after a restart: the transactional offset batches
+    # count once their COMMIT marker is replayed, the aborted one never.
+    txn_broker.restart()
+    reader = Consumer({"bootstrap.servers": txn_broker.bootstrap, "group.id": "etl"})
+    try:
+        assert reader.committed([TopicPartition("orders", 0)], 30)[0].offset == 30
+    finally:
+        reader.close()

@@ -358,6 +358,29 @@ class WriteTxnMarkersRequest(Protocol):
     markers: Sequence[WriteTxnMarkersRequestWritableTxnMarker]
 
 
+class TxnOffsetCommitRequestTxnOffsetCommitRequestPartition(Protocol):
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int
+    committed_metadata: str | None
+
+
+class TxnOffsetCommitRequestTxnOffsetCommitRequestTopic(Protocol):
+    name: str
+    partitions: Sequence[TxnOffsetCommitRequestTxnOffsetCommitRequestPartition]
+
+
+class TxnOffsetCommitRequest(Protocol):
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    topics: Sequence[TxnOffsetCommitRequestTxnOffsetCommitRequestTopic]
+
+
 class DescribeAclsRequest(Protocol):
     resource_type_filter: int
     resource_name_filter: str | None

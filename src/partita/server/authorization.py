@@ -158,6 +158,10 @@ RULES: dict[ApiKey, Rule | Callable[[Any, int], Rule]] = {
     ),
     # Brokers only; no top-level error: the handler answers every partition.
     ApiKey.WRITE_TXN_MARKERS: Rule(cluster=Operation.CLUSTER_ACTION),
+    # No top-level error: the handler refuses every partition.
+    ApiKey.TXN_OFFSET_COMMIT: Rule(
+        groups=Operation.READ, topics=Operation.READ, transactional_ids=Operation.WRITE
+    ),
 }
 
 

@@ -90,4 +90,5 @@ HANDLERS: dict[ApiKey, Handler[Any]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: transactions.handle_add_offsets,
     ApiKey.END_TXN: transactions.handle_end_txn,
     ApiKey.WRITE_TXN_MARKERS: transactions.handle_write_txn_markers,
+    ApiKey.TXN_OFFSET_COMMIT: transactions.handle_txn_offset_commit,
 }

@@ -36,6 +36,7 @@ from partita.coordinator.offset_records import (
     parse_offset_value,
 )
 from partita.errors import KafkaError, NotCoordinatorError, TopicAlreadyExistsError
+from partita.protocol.control_records import TxnMarker, read_marker
 from partita.protocol.records import Record, build_batch, decode_records
 
 if TYPE_CHECKING:
@@ -66,6 +67,11 @@ class GroupService:
     core: GroupCoordinator = field(init=False)
     # The offsets partitions whose groups live here.
     loaded: set[int] = field(default_factory=set, init=False)
+    # Offsets committed in a transaction (TxnOffsetCommit), by producer id: the group
+    # sees them only once the transaction's COMMIT marker is on their partition.
+    pending: dict[int, list[tuple[str, str, int, CommittedOffset]]] = field(
+        default_factory=dict, init=False
+    )
     _ticker: asyncio.Task[None] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -79,6 +85,7 @@ class GroupService:
             max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
         )
         self.replicas.on_leadership_change(self._leadership_moved)
+        self.replicas.on_marker(self._marker_written)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -99,8 +106,16 @@ class GroupService:
         self._unload_partition(partition.index)
         loaded = 0
         for batch in partition.log.iter_batches():
-            for record in decode_records(batch)[1]:
-                loaded += self._replay(record)
+            header, records = decode_records(batch)
+            if header.is_control:
+                if header.is_transactional:
+                    self._end_transaction(partition.index, read_marker(batch))
+            elif header.is_transactional:  # a transaction's offsets: pending until its marker
+                for record in records:
+                    self._hold(header.producer_id, record)
+            else:
+                for record in records:
+                    loaded += self._replay(record)
         self.loaded.add(partition.index)
         log.info(
             "group offsets loaded",
@@ -112,8 +127,75 @@ class GroupService:
             },
         )
 
+    def _hold(self, producer_id: int, record: Record) -> None:
+        if record.key is None or record.value is None:
+            return
+        key = parse_key(record.key)
+        if key is not None and len(key) == 3:
+            group, topic, index = key
+            held = self.pending.setdefault(producer_id, [])
+            held.append((group, topic, index, parse_offset_value(record.value)))
+
+    def _marker_written(self, partition: Partition, marker: TxnMarker) -> None:
+        if partition.topic == OFFSETS_TOPIC:
+            self._end_transaction(partition.index, marker)
+
+    def _end_transaction(self, index: int, marker: TxnMarker) -> None:
+        """A transaction ended on offsets partition ``index``: its offsets there become
+        the groups' (COMMIT) or are dropped (ABORT)."""
+        held = self.pending.pop(marker.producer_id, [])
+        mine = [h for h in held if group_partition(h[0], self.partitions) == index]
+        rest = [h for h in held if group_partition(h[0], self.partitions) != index]
+        if rest:
+            self.pending[marker.producer_id] = rest
+        if marker.commit:
+            for group, topic, partition_index, value in mine:
+                self.core.store_offset(group, topic, partition_index, value)
+
+    def commit_in_transaction(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: list[tuple[str, int, CommittedOffset]],
+    ) -> int:
+        """TxnOffsetCommit: the offsets are written with the producer's id and epoch as a
+        transactional batch, and held back until the transaction ends."""
+        if not self.coordinates(group_id):
+            return NotCoordinatorError.code
+        if not offsets:
+            return NONE
+        now = now_ms()
+        records = [
+            Record(i, now, offset_key(group_id, t, p), offset_value(v))
+            for i, (t, p, v) in enumerate(offsets)
+        ]
+        batch = build_batch(
+            records, producer_id=producer_id, producer_epoch=producer_epoch, transactional=True
+        )
+        try:
+            partition = self.replicas.leader_partition(
+                OFFSETS_TOPIC, group_partition(group_id, self.partitions)
+            )
+            partition.append_from_coordinator(batch)
+        except KafkaError as exc:
+            log.error(
+                "transactional offset commit could not be written",
+                extra={"group": group_id, "error": str(exc)},
+            )
+            return 15  # COORDINATOR_NOT_AVAILABLE: retriable
+        held = self.pending.setdefault(producer_id, [])
+        held += [(group_id, t, p, v) for t, p, v in offsets]
+        return NONE
+
     def _unload_partition(self, index: int) -> None:
         self.loaded.discard(index)
+        for producer_id, held in list(self.pending.items()):
+            kept = [h for h in held if group_partition(h[0], self.partitions) != index]
+            if kept:
+                self.pending[producer_id] = kept
+            else:
+                del self.pending[producer_id]
         gone = [g for g in self.core.groups if group_partition(g, self.partitions) == index]
         for group_id in gone:
             del self.core.groups[group_id]

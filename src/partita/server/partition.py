@@ -668,6 +668,20 @@ class Partition:
         self.transactions.on_data(h.producer_id, info.first_offset, h.is_transactional)
         return info
 
+    def append_from_coordinator(self, batch: bytes) -> AppendInfo:
+        """A coordinator's own batch as leader (a transaction's offsets, written with the
+        producer's id and epoch and no sequence): its transaction here is tracked as a
+        producer's is, and ends with the marker."""
+        try:
+            info = self.log.append_as_leader(batch, self.leader_epoch, from_coordinator=True)
+        except KafkaStorageError as exc:
+            self._leader_append_failed(exc)
+            raise
+        self._observe(read_header(batch)._replace(base_offset=info.first_offset), lambda: batch)
+        self.wake_waiters(high_watermark=False)
+        self.maybe_advance_high_watermark()
+        return info
+
     def write_marker(self, marker: TxnMarker) -> AppendInfo:
         """Append a transaction coordinator's COMMIT or ABORT marker as leader (after
         ``check_leader``): the producer's transaction here ends, an abort is indexed for

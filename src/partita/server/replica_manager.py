@@ -30,6 +30,7 @@ from partita.errors import (
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
+from partita.protocol.control_records import TxnMarker
 from partita.replication.fetcher import FetcherManager
 from partita.server.partition import Fenced, Partition, never_fenced
 from partita.storage.config import LogConfig
@@ -38,6 +39,7 @@ from partita.storage.log_manager import LogManager
 log = logging.getLogger(__name__)
 
 LeadershipListener = Callable[[Partition, bool], None]
+MarkerListener = Callable[[Partition, TxnMarker], None]
 IsrChanged = Callable[[int, int], None]
 
 
@@ -62,6 +64,9 @@ class ReplicaManager:
     partitions: dict[tuple[str, int], Partition] = field(default_factory=dict, init=False)
     # Told (partition, leads) whenever this broker starts or stops leading one.
     _leadership_listeners: list[LeadershipListener] = field(default_factory=list, init=False)
+    # Told (partition, marker) of each transaction marker written here as leader (the
+    # group coordinator makes a transaction's offsets visible, or drops them, so).
+    _marker_listeners: list[MarkerListener] = field(default_factory=list, init=False)
     _loaded: bool = field(default=False, init=False)
     _reporting_offline: bool = field(default=False, init=False)
     _unopened: set[tuple[str, int]] = field(default_factory=set, init=False)
@@ -73,6 +78,16 @@ class ReplicaManager:
         """Tell ``listener`` (partition, leads) whenever this broker starts or stops
         leading a partition (the group coordinator loads and unloads its groups so)."""
         self._leadership_listeners.append(listener)
+
+    def on_marker(self, listener: MarkerListener) -> None:
+        self._marker_listeners.append(listener)
+
+    def write_marker(self, topic: str, index: int, marker: TxnMarker) -> None:
+        """A transaction coordinator's marker, on a partition this broker leads."""
+        partition = self.leader_partition(topic, index)
+        partition.write_marker(marker)
+        for listener in self._marker_listeners:
+            listener(partition, marker)
 
     # -- loading and reconciling -------------------------------------------------
 

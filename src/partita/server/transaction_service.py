@@ -276,7 +276,7 @@ class TransactionService:
             leader = state.partitions[index].leader
             if leader == self.node_id:
                 try:
-                    self.replicas.leader_partition(topic, index).write_marker(marker)
+                    self.replicas.write_marker(topic, index, marker)
                 except KafkaError as exc:
                     log.info("marker not written yet", extra={"partition": f"{topic}-{index}",
                                                               "error": str(exc)})  # fmt: skip

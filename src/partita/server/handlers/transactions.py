@@ -14,9 +14,11 @@ from kafka.protocol.producer import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse,
     EndTxnResponse,
+    TxnOffsetCommitResponse,
     WriteTxnMarkersResponse,
 )
 
+from partita.coordinator.group_machine import CommittedOffset
 from partita.coordinator.offset_records import OFFSETS_TOPIC, group_partition
 from partita.errors import KafkaError, UnknownServerError
 from partita.protocol.control_records import TxnMarker
@@ -24,14 +26,18 @@ from partita.protocol.messages import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
     EndTxnRequest,
+    TxnOffsetCommitRequest,
     WriteTxnMarkersRequest,
 )
 from partita.server.broker import Broker
+from partita.server.group_service import now_ms
 from partita.server.request_context import RequestContext
 
 log = logging.getLogger(__name__)
 
 _TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+_TxnOffsetTopic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+_TxnOffsetPartition = _TxnOffsetTopic.TxnOffsetCommitResponsePartition
 _MarkerResult = WriteTxnMarkersResponse.WritableTxnMarkerResult
 _MarkerTopic = _MarkerResult.WritableTxnMarkerTopicResult
 _MarkerPartition = _MarkerTopic.WritableTxnMarkerPartitionResult
@@ -113,6 +119,46 @@ async def handle_end_txn(broker: Broker, context: RequestContext, request: EndTx
     return EndTxnResponse(throttle_time_ms=0, error_code=error)
 
 
+async def handle_txn_offset_commit(
+    broker: Broker, context: RequestContext, request: TxnOffsetCommitRequest
+) -> Any:
+    """TxnOffsetCommit: a consumer's offsets committed with a transaction (the producer's
+    send_offsets_to_transaction, after AddOffsetsToTxn); the group sees them once the
+    transaction commits. Its group coordinator answers; no top-level error, so a refusal
+    is every partition's."""
+    version = context.api_version
+    denied = context.access.transactional_id(request.transactional_id) or context.access.group(
+        request.group_id
+    )
+    offsets: list[tuple[str, int, CommittedOffset]] = []
+    codes: dict[tuple[str, int], int] = {}
+    now = now_ms()
+    for topic in request.topics:
+        topic_denied = denied or context.access.topic(topic.name)
+        for p in topic.partitions:
+            if topic_denied:
+                codes[(topic.name, p.partition_index)] = topic_denied
+                continue
+            epoch = p.committed_leader_epoch if version >= 2 else -1
+            value = CommittedOffset(p.committed_offset, epoch, p.committed_metadata or "", now)
+            offsets.append((topic.name, p.partition_index, value))
+    if offsets:
+        error = broker.groups.commit_in_transaction(
+            request.group_id, request.producer_id, request.producer_epoch, offsets
+        )
+        for name, index, _value in offsets:
+            codes[(name, index)] = error
+    by_topic: dict[str, list[Any]] = {}
+    for (name, index), code in codes.items():
+        by_topic.setdefault(name, []).append(
+            _TxnOffsetPartition(partition_index=index, error_code=code)
+        )
+    return TxnOffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=[_TxnOffsetTopic(name=name, partitions=parts) for name, parts in by_topic.items()],
+    )
+
+
 def handle_write_txn_markers(
     broker: Broker, context: RequestContext, request: WriteTxnMarkersRequest
 ) -> Any:
@@ -139,7 +185,7 @@ def handle_write_txn_markers(
 
 def _write_marker(broker: Broker, topic: str, index: int, marker: TxnMarker) -> int:
     try:
-        broker.replicas.leader_partition(topic, index).write_marker(marker)
+        broker.replicas.write_marker(topic, index, marker)
     except KafkaError as exc:
         return exc.code
     except Exception:
