@@ -174,6 +174,7 @@ TOOLS = {
     "producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
     "consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
     "storage": "kafka.tools.StorageTool",
+    "transactions": "org.apache.kafka.tools.TransactionsCommand",
 }
 
 

@@ -612,6 +612,26 @@ class DescribeClusterRequest(Protocol):
     include_fenced_brokers: bool
 
 
+class DescribeProducersRequestTopicRequest(Protocol):
+    name: str
+    partition_indexes: Sequence[int]
+
+
+class DescribeProducersRequest(Protocol):
+    topics: Sequence[DescribeProducersRequestTopicRequest]
+
+
+class DescribeTransactionsRequest(Protocol):
+    transactional_ids: Sequence[str]
+
+
+class ListTransactionsRequest(Protocol):
+    state_filters: Sequence[str]
+    producer_id_filters: Sequence[int]
+    duration_filter: int
+    transactional_id_pattern: str | None
+
+
 class DescribeTopicPartitionsRequestTopicRequest(Protocol):
     name: str
 

@@ -158,6 +158,12 @@ RULES: dict[ApiKey, Rule | Callable[[Any, int], Rule]] = {
     ),
     # Brokers only; no top-level error: the handler answers every partition.
     ApiKey.WRITE_TXN_MARKERS: Rule(cluster=Operation.CLUSTER_ACTION),
+    # The handlers answer per id, per partition; ListTransactions lists what may be seen.
+    ApiKey.DESCRIBE_TRANSACTIONS: Rule(
+        transactional_ids=Operation.DESCRIBE, topics=Operation.DESCRIBE
+    ),
+    ApiKey.LIST_TRANSACTIONS: Rule(transactional_ids=Operation.DESCRIBE),
+    ApiKey.DESCRIBE_PRODUCERS: Rule(topics=Operation.READ),
     # No top-level error: the handler refuses every partition.
     ApiKey.TXN_OFFSET_COMMIT: Rule(
         groups=Operation.READ, topics=Operation.READ, transactional_ids=Operation.WRITE

@@ -10,6 +10,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kafka.protocol.admin import (
+    DescribeProducersResponse,
+    DescribeTransactionsResponse,
+    ListTransactionsResponse,
+)
 from kafka.protocol.producer import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse,
@@ -20,12 +25,16 @@ from kafka.protocol.producer import (
 
 from partita.coordinator.group_machine import CommittedOffset
 from partita.coordinator.offset_records import OFFSETS_TOPIC, group_partition
+from partita.coordinator.transaction_machine import TxnState
 from partita.errors import KafkaError, UnknownServerError
 from partita.protocol.control_records import TxnMarker
 from partita.protocol.messages import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
+    DescribeProducersRequest,
+    DescribeTransactionsRequest,
     EndTxnRequest,
+    ListTransactionsRequest,
     TxnOffsetCommitRequest,
     WriteTxnMarkersRequest,
 )
@@ -42,7 +51,14 @@ _MarkerResult = WriteTxnMarkersResponse.WritableTxnMarkerResult
 _MarkerTopic = _MarkerResult.WritableTxnMarkerTopicResult
 _MarkerPartition = _MarkerTopic.WritableTxnMarkerPartitionResult
 _PartitionResult = _TopicResult.AddPartitionsToTxnPartitionResult
+_DescribedState = DescribeTransactionsResponse.TransactionState
+_DescribedTopic = _DescribedState.TopicData
+_ProducersTopic = DescribeProducersResponse.TopicResponse
+_ProducersPartition = _ProducersTopic.PartitionResponse
+_ProducerState = _ProducersPartition.ProducerState
 OPERATION_NOT_ATTEMPTED = 55
+NOT_COORDINATOR = 16
+TRANSACTIONAL_ID_NOT_FOUND = 105
 
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -194,3 +210,119 @@ def _write_marker(broker: Broker, topic: str, index: int, marker: TxnMarker) -> 
         )
         return UnknownServerError.code
     return 0
+
+
+# -- what kafka-transactions reads ------------------------------------------------------
+
+
+def handle_list_transactions(
+    broker: Broker, context: RequestContext, request: ListTransactionsRequest
+) -> Any:
+    """ListTransactions: the ids this broker coordinates that the principal may DESCRIBE,
+    filtered by state name, producer id and (v1) how long the transaction has run."""
+    by_label = {state.label: state for state in TxnState}
+    unknown = [name for name in request.state_filters if name not in by_label]
+    wanted = [by_label[name] for name in request.state_filters if name in by_label]
+    if request.state_filters and not wanted:
+        listed = []
+    else:
+        listed = broker.transactions.machine.listing(wanted, request.producer_id_filters)
+    duration = request.duration_filter if context.api_version >= 1 else -1
+    now = now_ms()
+    states = [
+        ListTransactionsResponse.TransactionState(
+            transactional_id=meta.transactional_id,
+            producer_id=meta.producer_id,
+            transaction_state=meta.state.label,
+        )
+        for meta in listed
+        if (duration < 0 or (meta.start_ms >= 0 and now - meta.start_ms > duration))
+        and not context.access.transactional_id(meta.transactional_id, log_denied=False)
+    ]
+    return ListTransactionsResponse(
+        throttle_time_ms=0, error_code=0, unknown_state_filters=unknown, transaction_states=states
+    )
+
+
+def handle_describe_transactions(
+    broker: Broker, context: RequestContext, request: DescribeTransactionsRequest
+) -> Any:
+    states = []
+    for tid in request.transactional_ids:
+        meta = broker.transactions.machine.describe(tid)
+        error = context.access.transactional_id(tid)
+        if not error and not broker.transactions.coordinates(tid):
+            error = NOT_COORDINATOR
+        elif not error and meta is None:
+            error = TRANSACTIONAL_ID_NOT_FOUND
+        if error or meta is None:
+            states.append(
+                _DescribedState(
+                    error_code=error,
+                    transactional_id=tid,
+                    transaction_state="",
+                    transaction_timeout_ms=0,
+                    transaction_start_time_ms=-1,
+                    producer_id=-1,
+                    producer_epoch=-1,
+                    topics=[],
+                )
+            )
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in sorted(meta.partitions):
+            if not context.access.topic(topic, log_denied=False):  # only what it may see
+                by_topic.setdefault(topic, []).append(index)
+        states.append(
+            _DescribedState(
+                error_code=0,
+                transactional_id=tid,
+                transaction_state=meta.state.label,
+                transaction_timeout_ms=meta.timeout_ms,
+                transaction_start_time_ms=meta.start_ms,
+                producer_id=meta.producer_id,
+                producer_epoch=meta.producer_epoch,
+                topics=[_DescribedTopic(topic=t, partitions=p) for t, p in by_topic.items()],
+            )
+        )
+    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)
+
+
+def handle_describe_producers(
+    broker: Broker, context: RequestContext, request: DescribeProducersRequest
+) -> Any:
+    """DescribeProducers (KIP-664): each partition's active producers as its leader knows
+    them, with the first offset of a transaction each has open there."""
+    topics = []
+    for topic in request.topics:
+        denied = context.access.topic(topic.name)
+        partitions = []
+        for index in topic.partition_indexes:
+            producers: list[Any] = []
+            error, message = denied, None
+            if not denied:
+                try:
+                    partition = broker.replicas.leader_partition(topic.name, index)
+                    producers = [
+                        _ProducerState(
+                            producer_id=pid,
+                            producer_epoch=entry.epoch,
+                            last_sequence=entry.last_seq,
+                            last_timestamp=-1,
+                            coordinator_epoch=-1,
+                            current_txn_start_offset=partition.transactions.open.get(pid, -1),
+                        )
+                        for pid, entry in partition.producers.producers.items()
+                    ]
+                except KafkaError as exc:
+                    error, message = exc.code, exc.message
+            partitions.append(
+                _ProducersPartition(
+                    partition_index=index,
+                    error_code=error,
+                    error_message=message,
+                    active_producers=producers,
+                )
+            )
+        topics.append(_ProducersTopic(name=topic.name, partitions=partitions))
+    return DescribeProducersResponse(throttle_time_ms=0, topics=topics)
