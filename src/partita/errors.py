@@ -157,10 +157,17 @@ class InvalidProducerEpochError(KafkaError):
     code = 47
 
 
-class TransactionalIdNotSupportedError(KafkaError):
-    """partita has no transaction coordinator; transactional producers are refused."""
+class TransactionalIdAuthorizationFailedError(KafkaError):
+    """The principal may not use the transactional id, or a produce carries
+    transactional batches without one."""
 
-    code = 53  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED: fatal for the client, as it should be
+    code = 53  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+class TransactionCoordinatorFencedError(KafkaError):
+    """A marker from a coordinator older than the one that last wrote for the producer."""
+
+    code = 52  # TRANSACTION_COORDINATOR_FENCED
 
 
 def error_code(exc: BaseException) -> int:

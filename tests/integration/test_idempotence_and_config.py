@@ -134,3 +134,23 @@ def test_config_file_and_set_overrides(broker_factory: Any, tmp_path: Path) -> N
     assert configs["retention.ms"].value == "7200000"  # log.retention.hours=2, the file
     assert configs["segment.bytes"].value == "2097152"  # --set
     assert configs["segment.bytes"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+
+
+def test_a_transactional_batch_without_a_transactional_id_is_refused(
+    broker: BrokerProcess,
+) -> None:
+    # Kafka's rule: nobody could ever end that transaction, and it would hold the
+    # partition's last stable offset (read_committed readers) for good.
+    create_topic(broker.bootstrap, "txn-wire")
+    batch = build_batch(
+        [Record(0, 1000, b"k", b"v")],
+        producer_id=7, producer_epoch=0, base_sequence=0, transactional=True,
+    )  # fmt: skip
+    with connect(broker) as sock:
+        response = roundtrip(sock, produce_request("txn-wire", batch), ProduceResponse, 1)
+    answer = response.responses[0].partition_responses[0]
+    assert answer.error_code == 53  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    end = admin.list_partition_offsets({TopicPartition("txn-wire", 0): OffsetSpec.LATEST})
+    admin.close()
+    assert end[TopicPartition("txn-wire", 0)].offset == 0  # nothing written

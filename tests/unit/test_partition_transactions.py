@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from partita.cluster.model import PartitionState
-from partita.errors import InvalidProducerEpochError
+from partita.errors import InvalidProducerEpochError, TransactionCoordinatorFencedError
 from partita.protocol.control_records import TxnMarker
 from partita.protocol.records import Record, build_batch, decode_records
 from partita.server.partition import Partition
@@ -119,3 +119,15 @@ def test_a_marker_fences_older_epochs_and_refuses_to_go_back(open_manager: OpenM
         p.write_marker(TxnMarker(7, 0, True, 0))
     p.append(_batch(7, 0, epoch=2))  # the next instance starts again at sequence 0
     assert p.transactions.open == {7: p.log.log_end_offset - 3}
+
+
+def test_a_marker_from_an_older_coordinator_is_fenced(open_manager: OpenManager) -> None:
+    # The coordinator epoch is its __transaction_state partition's leader epoch: once a
+    # newer coordinator wrote for the producer, the old one may end nothing here.
+    p = _leader(open_manager)
+    p.append(_batch(7, 0))
+    p.write_marker(TxnMarker(7, 0, True, 5))
+    p.append(_batch(7, 3))  # the next transaction, same producer epoch
+    with pytest.raises(TransactionCoordinatorFencedError):
+        p.write_marker(TxnMarker(7, 0, True, 4))
+    assert p.transactions.open == {7: 4}  # still open: the stale COMMIT ended nothing

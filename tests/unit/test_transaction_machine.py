@@ -6,6 +6,7 @@ the ``__transaction_state`` records in Kafka's layout."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 
@@ -241,3 +242,15 @@ def _java_hash(text: str) -> int:
     for ch in text:
         h = (31 * h + ord(ch)) & 0xFFFFFFFF
     return h - (1 << 32) if h & 0x80000000 else h
+
+
+def test_a_stale_task_completes_nothing() -> None:
+    # A marker task of an ending the machine has moved past (a reload, a new ending)
+    # must not complete the transaction ending now.
+    machine = TransactionMachine()
+    producer = _started(machine)
+    first = _done(machine, machine.end_transaction(TID, *producer, False, 20))
+    assert first.markers is not None
+    other = replace(first.markers, commit=True)
+    assert machine.markers_written(TID, 30, other).error == INVALID_TXN_STATE
+    assert machine.markers_written(TID, 30, first.markers).write is not None

@@ -215,12 +215,18 @@ class TransactionMachine:
             return Decision(PRODUCER_FENCED)
         return Decision(INVALID_TXN_STATE)  # no transaction, or the other ending
 
-    def markers_written(self, transactional_id: str, now_ms: int) -> Decision:
-        """Every marker of the ending transaction is on its partition: it is complete."""
+    def markers_written(
+        self, transactional_id: str, now_ms: int, ending: Markers | None = None
+    ) -> Decision:
+        """Every marker of the ending transaction is on its partition: it is complete.
+        ``ending``: the markers that were written; a transaction other than the one
+        ending now (a stale task's) completes nothing."""
         current = self.ids.get(transactional_id)
         if current is None or transactional_id in self.pending:
             return Decision(CONCURRENT_TRANSACTIONS)
         if current.state not in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return Decision(INVALID_TXN_STATE)
+        if ending is not None and ending != _markers(current):
             return Decision(INVALID_TXN_STATE)
         complete = (
             TxnState.COMPLETE_COMMIT

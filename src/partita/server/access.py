@@ -14,7 +14,7 @@ from partita.errors import (
     GroupAuthorizationFailedError,
     KafkaError,
     TopicAuthorizationFailedError,
-    TransactionalIdNotSupportedError,
+    TransactionalIdAuthorizationFailedError,
 )
 from partita.security.acl import CLUSTER_NAME, OPERATIONS, Operation, ResourceType
 from partita.security.authorizer import Authorizer
@@ -27,13 +27,13 @@ _ERRORS: dict[int, type[KafkaError]] = {
         TopicAuthorizationFailedError,
         GroupAuthorizationFailedError,
         ClusterAuthorizationFailedError,
-        TransactionalIdNotSupportedError,
+        TransactionalIdAuthorizationFailedError,
     )
 }
 TOPIC_DENIED = TopicAuthorizationFailedError.code
 GROUP_DENIED = GroupAuthorizationFailedError.code
 CLUSTER_DENIED = ClusterAuthorizationFailedError.code
-TRANSACTIONAL_ID_DENIED = TransactionalIdNotSupportedError.code  # 53, the same code
+TRANSACTIONAL_ID_DENIED = TransactionalIdAuthorizationFailedError.code
 
 
 @dataclass(frozen=True, slots=True)

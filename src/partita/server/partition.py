@@ -589,7 +589,9 @@ class Partition:
         if header.is_control:
             if header.is_transactional:
                 marker = read_marker(batch())
-                self.producers.fence(marker.producer_id, marker.producer_epoch)
+                self.producers.on_marker(
+                    marker.producer_id, marker.producer_epoch, marker.coordinator_epoch
+                )
                 aborted = self.transactions.on_marker(marker, header.base_offset)
                 if aborted is not None:
                     self.aborted.append(aborted)
@@ -686,7 +688,9 @@ class Partition:
         """Append a transaction coordinator's COMMIT or ABORT marker as leader (after
         ``check_leader``): the producer's transaction here ends, an abort is indexed for
         read_committed fetches, and a newer epoch fences the producer's older one."""
-        self.producers.check_marker_epoch(marker.producer_id, marker.producer_epoch)
+        self.producers.check_marker(
+            marker.producer_id, marker.producer_epoch, marker.coordinator_epoch
+        )
         batch = marker_batch(marker, now_ms())
         try:
             info = self.log.append_as_leader(batch, self.leader_epoch, from_coordinator=True)

@@ -18,7 +18,11 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from partita.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from partita.errors import (
+    InvalidProducerEpochError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 
 MAX_SEQUENCE = 2**31 - 1
 BATCHES_REMEMBERED = 5
@@ -36,6 +40,9 @@ class BatchSequence:
 class ProducerEntry:
     epoch: int
     batches: deque[BatchSequence] = field(default_factory=lambda: deque(maxlen=BATCHES_REMEMBERED))
+    # The epoch of the transaction coordinator that last wrote a marker for the producer
+    # here (the leader epoch of its __transaction_state partition): older ones are fenced.
+    coordinator_epoch: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -96,21 +103,32 @@ class ProducerStateTable:
             self.producers[producer_id] = entry
         entry.batches.append(BatchSequence(first_seq, last_seq, first_offset, last_offset))
 
-    def check_marker_epoch(self, producer_id: int, epoch: int) -> None:
-        """A transaction marker may not carry an epoch older than the producer's."""
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """A transaction marker may carry neither an epoch older than the producer's nor
+        a coordinator epoch older than the last marker's: a coordinator that lost its
+        partition must not end the next transaction of the same producer."""
         entry = self.producers.get(producer_id)
-        if entry is not None and epoch < entry.epoch:
+        if entry is None:
+            return
+        if epoch < entry.epoch:
             raise InvalidProducerEpochError(
                 f"marker for producer {producer_id} has epoch {epoch}, older than its {entry.epoch}"
             )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"marker for producer {producer_id} from coordinator epoch {coordinator_epoch}, "
+                f"older than {entry.coordinator_epoch}"
+            )
 
-    def fence(self, producer_id: int, epoch: int) -> None:
-        """A transaction marker with a newer epoch (the coordinator fenced the producer):
-        batches of older epochs are refused from now on, and the new epoch starts again
-        at sequence 0."""
+    def on_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """A transaction marker was written: a newer epoch (the coordinator fenced the
+        producer) refuses older ones from now on and starts again at sequence 0."""
         entry = self.producers.get(producer_id)
         if entry is None or epoch > entry.epoch:
-            self.producers[producer_id] = ProducerEntry(epoch)
+            entry = self.producers[producer_id] = ProducerEntry(
+                epoch, coordinator_epoch=entry.coordinator_epoch if entry else -1
+            )
+        entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
 
     def truncate_to(self, offset: int) -> None:
         """Forget batches at or after ``offset`` (the log was truncated)."""

@@ -27,12 +27,13 @@ from partita.cluster.model import PartitionState, TopicState
 from partita.cluster.store import MetadataStore
 from partita.errors import (
     NotLeaderOrFollowerError,
+    RequestTimedOutError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
 from partita.protocol.control_records import TxnMarker
 from partita.replication.fetcher import FetcherManager
-from partita.server.partition import Fenced, Partition, never_fenced
+from partita.server.partition import Fenced, Partition, never_fenced, wait_for_any
 from partita.storage.config import LogConfig
 from partita.storage.log_manager import LogManager
 
@@ -82,10 +83,23 @@ class ReplicaManager:
     def on_marker(self, listener: MarkerListener) -> None:
         self._marker_listeners.append(listener)
 
-    def write_marker(self, topic: str, index: int, marker: TxnMarker) -> None:
-        """A transaction coordinator's marker, on a partition this broker leads."""
+    async def write_marker(
+        self, topic: str, index: int, marker: TxnMarker, timeout: float = 30.0
+    ) -> None:
+        """A transaction coordinator's marker, on a partition this broker leads, written
+        as Kafka writes markers: acks=all. Done only once the ISR has it (a leader that
+        died with it unreplicated would leave the transaction open on its successor);
+        raises if it will not be, and the coordinator writes it again."""
         partition = self.leader_partition(topic, index)
-        partition.write_marker(marker)
+        partition.check_enough_replicas()
+        epoch = partition.leader_epoch
+        info = partition.write_marker(marker)
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not partition.replication_outcome(info.last_offset + 1, epoch):
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                raise RequestTimedOutError(f"{partition.name}: the ISR did not take the marker")
+            await wait_for_any([partition], remaining)
         for listener in self._marker_listeners:
             listener(partition, marker)
 

@@ -225,35 +225,51 @@ class TransactionService:
         record = Record(
             0, now_ms(), transaction_key(metadata.transactional_id), transaction_value(metadata)
         )
+        epoch = partition.leader_epoch
         info = partition.append(build_batch([record]))
         deadline = time.monotonic() + WRITE_TIMEOUT_S
-        while not partition.replication_outcome(info.last_offset + 1, partition.leader_epoch):
+        while not partition.replication_outcome(info.last_offset + 1, epoch):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError("the ISR did not take the transaction state in time")
             await wait_for_any([partition], remaining)
 
+    def _coordinator_epoch(self, tid: str) -> int | None:
+        """The leader epoch of the id's __transaction_state partition while this broker
+        leads it: the coordinator epoch its markers carry, so that partitions refuse a
+        coordinator that has since lost the id (TRANSACTION_COORDINATOR_FENCED)."""
+        if not self.coordinates(tid):
+            return None
+        partition = self.replicas.partitions.get((TRANSACTION_TOPIC, self.partition_of(tid)))
+        if partition is None or not partition.is_leader:
+            return None
+        return partition.leader_epoch
+
     async def _complete(self, markers: Markers) -> None:
-        """Write every marker, then the transaction's completion; retried until done
-        (or until this broker no longer coordinates the id: the next one finishes it)."""
+        """Write every marker, then the transaction's completion; retried until done, or
+        until this broker no longer coordinates the id as it did when the transaction
+        began ending (a new coordinator, or this one reloaded, finishes it)."""
         tid = markers.transactional_id
+        epoch = self._coordinator_epoch(tid)
+        if epoch is None:
+            return
+        marker = TxnMarker(markers.producer_id, markers.producer_epoch, markers.commit, epoch)
         remaining = set(markers.partitions)
-        marker = TxnMarker(markers.producer_id, markers.producer_epoch, markers.commit, 0)
         while remaining:
-            if not self.coordinates(tid):
+            if self._coordinator_epoch(tid) != epoch:
                 return
             remaining = await self._write_markers(marker, remaining)
             if remaining:
                 await asyncio.sleep(MARKER_RETRY_S)
         while True:
-            if not self.coordinates(tid):
+            if self._coordinator_epoch(tid) != epoch:
                 return
-            decision = self.machine.markers_written(tid, now_ms())
+            decision = self.machine.markers_written(tid, now_ms(), markers)
             if decision.error == CONCURRENT_TRANSACTIONS:
                 await asyncio.sleep(MARKER_RETRY_S)
                 continue
             if decision.write is None:
-                return  # another path completed it
+                return  # completed already, or no longer this transaction
             if await self._apply(decision) == NONE:
                 log.info(
                     "transaction complete",
@@ -276,7 +292,7 @@ class TransactionService:
             leader = state.partitions[index].leader
             if leader == self.node_id:
                 try:
-                    self.replicas.write_marker(topic, index, marker)
+                    await self.replicas.write_marker(topic, index, marker)
                 except KafkaError as exc:
                     log.info("marker not written yet", extra={"partition": f"{topic}-{index}",
                                                               "error": str(exc)})  # fmt: skip
@@ -368,17 +384,33 @@ class TransactionService:
         while True:
             await asyncio.sleep(interval / 1000)
             try:
-                for decision in self.machine.abort_expired(now_ms()):
-                    assert decision.write is not None
-                    log.info(
-                        "aborting a transaction past its timeout",
-                        extra={"transactional_id": decision.write.transactional_id},
-                    )
-                    await self._apply(decision)
+                expired = self.machine.abort_expired(now_ms())
             except Exception:
                 log.exception("transaction coordinator tick failed")
+                continue
+            for decision in expired:  # each is pending now: each must be written or undone
+                assert decision.write is not None
+                log.info(
+                    "aborting a transaction past its timeout",
+                    extra={"transactional_id": decision.write.transactional_id},
+                )
+                try:
+                    await self._apply(decision)
+                except Exception:
+                    log.exception("aborting an expired transaction failed")
+                    self.machine.write_failed(decision.write.transactional_id)
+
+    @staticmethod
+    async def _logged(work: Coroutine[None, None, None]) -> None:
+        """A marker task that fails says so (a failover's reload sends them again)."""
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("sending transaction markers failed")
 
     def _spawn(self, work: Coroutine[None, None, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
+        task = asyncio.get_running_loop().create_task(self._logged(work))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -16,9 +16,11 @@ from partita.errors import (
     InvalidTopicError,
     KafkaError,
     RequestTimedOutError,
+    TransactionalIdAuthorizationFailedError,
     UnknownServerError,
 )
 from partita.protocol.produce_request_body import ProduceRequestBody
+from partita.protocol.record_batch import ATTRIBUTES_POS, TRANSACTIONAL_BIT
 from partita.server.broker import Broker
 from partita.server.closing import CloseConnectionError
 from partita.server.partition import Partition, wait_for_any
@@ -83,6 +85,13 @@ def _append_one(
             raise InvalidRequiredAcksError(f"acks must be -1, 0 or 1, got {request.acks}")
         if topic in INTERNAL_TOPICS and not internal_allowed:
             raise InvalidTopicError(f"cannot append to internal topic {topic}")
+        if request.transactional_id is None and _transactional(records):
+            # Kafka's rule: transactional batches need a transactional id the principal
+            # may WRITE; without one no coordinator would ever end the transaction, and
+            # it would hold the partition's last stable offset for good.
+            raise TransactionalIdAuthorizationFailedError(
+                "a transactional batch needs the produce request's transactional id"
+            )
         partition = broker.replicas.leader_partition(topic, index)
         if request.acks == -1:
             partition.check_enough_replicas()
@@ -112,6 +121,16 @@ def _append_one(
         code, message = UnknownServerError.code, f"{type(exc).__name__}: {exc}"
     broker.metrics.produce_refused(topic, code)
     return _refused(index, code, message), None
+
+
+def _transactional(records: Any) -> bool:
+    """Whether the first batch has the transactional attribute (a producer sends one
+    batch per partition; an idempotent one must)."""
+    return (
+        bool(records)
+        and len(records) > ATTRIBUTES_POS + 1
+        and bool(records[ATTRIBUTES_POS + 1] & TRANSACTIONAL_BIT)
+    )
 
 
 def _refused(index: int, code: int, message: str) -> Any:

@@ -7,6 +7,7 @@ another broker has this one's partitions append COMMIT/ABORT markers
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -175,10 +176,11 @@ async def handle_txn_offset_commit(
     )
 
 
-def handle_write_txn_markers(
+async def handle_write_txn_markers(
     broker: Broker, context: RequestContext, request: WriteTxnMarkersRequest
 ) -> Any:
-    """A coordinator's markers for partitions this broker leads (CLUSTER_ACTION)."""
+    """A coordinator's markers for partitions this broker leads (CLUSTER_ACTION), each
+    answered once the ISR has it."""
     denied = context.access.cluster()
     results = []
     for marker in request.markers:
@@ -190,24 +192,32 @@ def handle_write_txn_markers(
         )
         topics = []
         for topic in marker.topics:
-            partitions = []
-            for index in topic.partition_indexes:
-                code = denied or _write_marker(broker, topic.name, index, txn_marker)
-                partitions.append(_MarkerPartition(partition_index=index, error_code=code))
+            codes = await asyncio.gather(
+                *(
+                    _write_marker(broker, topic.name, index, txn_marker, denied)
+                    for index in topic.partition_indexes
+                )
+            )
+            partitions = [
+                _MarkerPartition(partition_index=index, error_code=code)
+                for index, code in zip(topic.partition_indexes, codes, strict=True)
+            ]
             topics.append(_MarkerTopic(name=topic.name, partitions=partitions))
         results.append(_MarkerResult(producer_id=marker.producer_id, topics=topics))
     return WriteTxnMarkersResponse(markers=results)
 
 
-def _write_marker(broker: Broker, topic: str, index: int, marker: TxnMarker) -> int:
+async def _write_marker(
+    broker: Broker, topic: str, index: int, marker: TxnMarker, denied: int
+) -> int:
+    if denied:
+        return denied
     try:
-        broker.replicas.write_marker(topic, index, marker)
+        await broker.replicas.write_marker(topic, index, marker)
     except KafkaError as exc:
         return exc.code
     except Exception:
-        log.exception(
-            "writing a transaction marker failed", extra={"partition": f"{topic}-{index}"}
-        )
+        log.exception("writing a marker failed", extra={"partition": f"{topic}-{index}"})
         return UnknownServerError.code
     return 0
 
