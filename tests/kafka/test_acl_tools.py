@@ -76,6 +76,14 @@ def _lines(text: str) -> list[str]:
     """The tool groups bindings by resource in a Java HashMap keyed by ResourcePattern,
     whose hash includes enums' identity hashes: the order of resources, and of a
     resource's bindings, changes from one run of the tool to the next, against Kafka as
-    against partita. Compared as sets."""
-    blocks = [block.strip().splitlines() for block in text.strip().split("\n\n")]
-    return sorted(f"{b[0]} {sorted(line.strip() for line in b[1:])}" for b in blocks if b)
+    against partita. Compared as sets: each heading line (``Current ACLs for resource``,
+    ``ACLs for principal``...) with the binding lines under it, in any order."""
+    blocks: list[list[str]] = []
+    for line in (raw.strip() for raw in text.splitlines()):
+        if not line:
+            continue
+        if line.startswith("(") and blocks:  # a binding, under the last heading
+            blocks[-1].append(line)
+        else:
+            blocks.append([line])
+    return sorted(f"{b[0]} {sorted(b[1:])}" for b in blocks)
