@@ -11,13 +11,17 @@ from pathlib import Path
 import pytest
 
 from partita.cluster.model import PartitionState
-from partita.errors import InvalidProducerEpochError, TransactionCoordinatorFencedError
+from partita.errors import (
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    TransactionCoordinatorFencedError,
+)
 from partita.protocol.control_records import TxnMarker
 from partita.protocol.records import Record, build_batch, decode_records
 from partita.server.partition import Partition
+from partita.server.partition_transactions import AbortedTxn
 from partita.storage.log import LATEST_TIMESTAMP
 from partita.storage.log_manager import LogManager
-from partita.storage.txn_index import AbortedTxn
 
 OpenManager = Callable[..., LogManager]
 ME, OTHER = 1, 2
@@ -66,7 +70,7 @@ def test_open_transactions_hold_the_lso_and_markers_release_it(open_manager: Ope
 
     p.append(_batch(8, 0))  # 6-8, producer 8's
     p.write_marker(TxnMarker(7, 0, False, 0))  # abort at 9: 8's transaction is still open
-    assert p.aborted == [AbortedTxn(7, 0, 9, 6)]
+    assert p.transactions.aborted == [AbortedTxn(7, 0, 9, 6)]
     assert p.last_stable_offset == 6
     p.write_marker(TxnMarker(8, 0, True, 0))  # commit at 10
     assert p.last_stable_offset == p.high_watermark == 11
@@ -91,11 +95,15 @@ def test_a_reloaded_partition_and_a_follower_rebuild_the_same_state(
     leader.append(_batch(7, 3))
     leader.append(_batch(9, 0))
     leader.write_marker(TxnMarker(9, 0, True, 0))
-    state = (dict(leader.transactions.open), list(leader.aborted), leader.last_stable_offset)
-    assert state == ({8: 3, 7: 7}, [AbortedTxn(7, 0, 6, 3)], 3)
+
+    def state(p: Partition) -> tuple[dict[int, int], list[AbortedTxn], int]:
+        return dict(p.transactions.open), list(p.transactions.aborted), p.last_stable_offset
+
+    assert state(leader) == ({8: 3, 7: 7}, [AbortedTxn(7, 0, 6, 3)], 3)
+    before = state(leader)
 
     leader.rebuild_producer_state()  # as at load, from the log alone
-    assert (dict(leader.transactions.open), leader.aborted, leader.last_stable_offset) == state
+    assert state(leader) == before
 
     follower_log = open_manager(data_dir=tmp_path / "follower").get_or_create("t", 0)
     follower = Partition("t", 0, follower_log, OTHER)
@@ -106,7 +114,7 @@ def test_a_reloaded_partition_and_a_follower_rebuild_the_same_state(
         )
         assert region is not None
         follower.append_as_follower(region.read())
-    assert dict(follower.transactions.open) == state[0] and follower.aborted == state[1]
+    assert state(follower)[:2] == before[:2]
 
 
 def test_a_marker_fences_older_epochs_and_refuses_to_go_back(open_manager: OpenManager) -> None:
@@ -131,3 +139,33 @@ def test_a_marker_from_an_older_coordinator_is_fenced(open_manager: OpenManager)
     with pytest.raises(TransactionCoordinatorFencedError):
         p.write_marker(TxnMarker(7, 0, True, 4))
     assert p.transactions.open == {7: 4}  # still open: the stale COMMIT ended nothing
+
+
+def test_a_producer_batch_behind_a_plain_one_is_refused(open_manager: OpenManager) -> None:
+    # The sequence and transaction rules read the first batch's header: a transactional
+    # batch second in line would be appended unchecked and never tracked.
+    p = _leader(open_manager)
+    with pytest.raises(InvalidRecordError, match="only batch of its partition"):
+        p.append(_batch(-1, 0) + _batch(7, 0))
+    assert p.log.log_end_offset == 0
+    p.append(_batch(-1, 0) + _batch(-1, 0))  # plain batches together stay allowed
+    assert p.log.log_end_offset == 6
+
+
+def test_a_transactions_offsets_from_a_fenced_instance_are_refused(
+    open_manager: OpenManager,
+) -> None:
+    # TxnOffsetCommit's batch (no sequence, written by the group coordinator) is held to
+    # the producer's epoch like a marker is; the producer shows in DescribeProducers.
+    p = _leader(open_manager)
+    offsets = build_batch(
+        [Record(0, 1_000, b"offset-key", b"offset-value")],
+        producer_id=7, producer_epoch=0, transactional=True,
+    )  # fmt: skip
+    p.append_from_coordinator(offsets)
+    assert p.describe_producers() == [(7, -1, -1, -1, 0)]  # an open transaction at 0
+    p.write_marker(TxnMarker(7, 1, False, 0))  # aborted under a bumped epoch: fenced
+    assert p.describe_producers() == [(7, 1, -1, 0, -1)]
+    with pytest.raises(InvalidProducerEpochError):
+        p.append_from_coordinator(offsets)
+    assert p.transactions.open == {}

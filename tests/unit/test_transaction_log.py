@@ -1,9 +1,7 @@
-"""The log side of transactions, without sockets: marker batches in Kafka's layout, a
-segment's ``.txnindex``, and a partition's open transactions and last stable offset."""
+"""The log side of transactions, without sockets: marker batches in Kafka's layout, and
+a partition's open and aborted transactions and last stable offset."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
@@ -11,8 +9,7 @@ from partita.errors import CorruptRecordError
 from partita.protocol.control_records import TxnMarker, marker_batch, read_marker
 from partita.protocol.record_batch import read_header
 from partita.protocol.records import Record, build_batch, decode_records
-from partita.server.partition_transactions import PartitionTransactions
-from partita.storage.txn_index import AbortedTxn, TxnIndex, collect_aborted, decode, encode
+from partita.server.partition_transactions import AbortedTxn, PartitionTransactions
 
 
 def test_a_marker_batch_is_kafkas_control_batch() -> None:
@@ -49,56 +46,38 @@ def test_the_lso_stops_at_the_earliest_open_transaction() -> None:
     txns.on_data(producer_id=3, base_offset=15, transactional=False)  # not a transaction
     assert txns.last_stable_offset(high_watermark=16) == 10
     assert txns.last_stable_offset(high_watermark=8) == 8  # never above the HW
-    # Producer 1 commits at 16: nothing to index; producer 2's transaction now holds it.
-    assert txns.on_marker(TxnMarker(1, 0, True, 0), 16) is None
-    assert txns.last_stable_offset(high_watermark=17) == 12
-    # Producer 2 aborts at 17: indexed with the LSO once it is closed (none open: 18).
-    assert txns.on_marker(TxnMarker(2, 0, False, 0), 17) == AbortedTxn(2, 12, 17, 18)
+    # Producer 1 commits at 16: nothing to remember; producer 2's transaction holds it.
+    txns.on_marker(TxnMarker(1, 0, True, 0), 16)
+    assert txns.aborted == [] and txns.last_stable_offset(high_watermark=17) == 12
+    # Producer 2 aborts at 17: remembered with the LSO once it is closed (none open: 18).
+    txns.on_marker(TxnMarker(2, 0, False, 0), 17)
+    assert txns.aborted == [AbortedTxn(2, 12, 17, 18)]
     assert txns.last_stable_offset(high_watermark=18) == 18
-    # A marker for a producer with nothing open here closes and indexes nothing.
-    assert txns.on_marker(TxnMarker(9, 0, False, 0), 18) is None
+    # A marker for a producer with nothing open here closes and remembers nothing.
+    txns.on_marker(TxnMarker(9, 0, False, 0), 18)
+    assert txns.aborted == [AbortedTxn(2, 12, 17, 18)] and txns.open == {}
 
 
 def test_an_abort_while_another_transaction_is_open_records_that_ones_start() -> None:
     txns = PartitionTransactions()
     txns.on_data(1, 5, True)
     txns.on_data(2, 3, True)
-    assert txns.on_marker(TxnMarker(1, 0, False, 0), 9) == AbortedTxn(1, 5, 9, 3)
-
-
-def test_truncation_forgets_transactions_that_began_past_the_cut() -> None:
-    txns = PartitionTransactions()
-    txns.on_data(1, 5, True)
-    txns.on_data(2, 20, True)
-    txns.truncate_to(20)
-    assert txns.open == {1: 5}
-
-
-def test_the_txnindex_file_in_kafkas_layout(tmp_path: Path) -> None:
-    path = tmp_path / "00000000000000000000.txnindex"
-    index = TxnIndex(path)
-    index.append(AbortedTxn(7, 10, 20, 21))
-    index.append(AbortedTxn(8, 15, 30, 31))
-    with pytest.raises(ValueError, match="appended after"):
-        index.append(AbortedTxn(9, 1, 25, 26))
-    raw = path.read_bytes()
-    assert len(raw) == 68 and raw[:2] == b"\x00\x00" and raw[2:10] == (7).to_bytes(8, "big")
-    assert TxnIndex(path).entries == [AbortedTxn(7, 10, 20, 21), AbortedTxn(8, 15, 30, 31)]
-    # A torn last entry (a crash mid-append) is dropped on reading.
-    path.write_bytes(raw + encode(AbortedTxn(9, 40, 50, 51))[:20])
-    assert len(TxnIndex(path).entries) == 2
-    index.truncate_to(30)
-    assert TxnIndex(path).entries == [AbortedTxn(7, 10, 20, 21)]
-    with pytest.raises(CorruptRecordError):
-        decode(b"\x00\x05" + bytes(32))
+    txns.on_marker(TxnMarker(1, 0, False, 0), 9)
+    assert txns.aborted == [AbortedTxn(1, 5, 9, 3)]
 
 
 def test_a_fetch_collects_the_aborts_its_range_meets_and_stops_early() -> None:
-    first = [AbortedTxn(1, 0, 5, 6), AbortedTxn(2, 8, 12, 13)]
-    second = [AbortedTxn(3, 20, 25, 26), AbortedTxn(4, 30, 35, 36)]
-    third = [AbortedTxn(5, 40, 45, 46)]
-    # [10, 22): the abort at 8..12 and the one at 20..25; the search ends in the second
-    # segment, whose 20..25 entry has its last stable offset past 22.
-    assert collect_aborted([first, second, third], 10, 22) == [first[1], second[0]]
-    assert collect_aborted([first, second, third], 0, 100) == [*first, *second, *third]
-    assert collect_aborted([first], 6, 8) == []
+    aborts = [
+        AbortedTxn(1, 0, 5, 6),
+        AbortedTxn(2, 8, 12, 13),
+        AbortedTxn(3, 20, 25, 26),
+        AbortedTxn(4, 30, 35, 36),
+        AbortedTxn(5, 40, 45, 46),
+    ]
+    txns = PartitionTransactions(aborted=aborts)
+    # [10, 22): the abort at 8..12 and the one at 20..25; the search ends there, as that
+    # entry's last stable offset is past 22 (the 30..35 one would also meet [10, 40)).
+    assert txns.aborted_between(10, 22) == [aborts[1], aborts[2]]
+    assert txns.aborted_between(0, 100) == aborts
+    assert txns.aborted_between(6, 8) == []
+    assert txns.aborted_between(13, 100) == aborts[2:]  # ended before 13: not searched

@@ -70,7 +70,7 @@ from partita.protocol.record_batch import (
     read_header,
 )
 from partita.replication.progress import LeaderProgress
-from partita.server.partition_transactions import PartitionTransactions
+from partita.server.partition_transactions import AbortedTxn, PartitionTransactions
 from partita.server.producer_state import ProducerStateTable
 from partita.storage.log import (
     EARLIEST_LOCAL_TIMESTAMP,
@@ -80,7 +80,6 @@ from partita.storage.log import (
     AppendInfo,
     PartitionLog,
 )
-from partita.storage.txn_index import AbortedTxn, collect_aborted
 
 log = logging.getLogger(__name__)
 
@@ -154,10 +153,9 @@ class Partition:
     isr: list[int] = field(default_factory=list)
     replicas: list[int] = field(default_factory=list)
     producers: ProducerStateTable = field(default_factory=ProducerStateTable)
-    # Open transactions (the last stable offset) and every transaction aborted in the log
-    # (what a read_committed fetch reports), rebuilt from the log with the producers.
+    # Open transactions (the last stable offset) and the aborted ones (what read_committed
+    # fetches report), rebuilt from the log with the producers.
     transactions: PartitionTransactions = field(default_factory=PartitionTransactions)
-    aborted: list[AbortedTxn] = field(default_factory=list)
     # Parked requests, by what can end their wait: follower fetches wait for the log end
     # to move, consumer fetches and acks=all produces for the high watermark. Changes of
     # leadership, ISR or log start wake both. (Waking everything on every change cost
@@ -434,7 +432,7 @@ class Partition:
             )
         if read_committed and replica < 0:
             # Kafka bounds the search by the fetch's end; the LSO bounds what was read.
-            result.aborted = collect_aborted([self.aborted], offset, result.last_stable_offset)
+            result.aborted = self.transactions.aborted_between(offset, result.last_stable_offset)
         return result
 
     def read(
@@ -544,8 +542,7 @@ class Partition:
             raise
         view = memoryview(records)
         for pos, h in iter_headers(view):
-            if h.base_offset >= info.first_offset:  # not one the log skipped as held already
-                self._observe(h, partial(_batch_at, view, pos, h.size))
+            self._observe(h, partial(_batch_at, view, pos, h.size))
         if info.batches:
             self.wake_waiters(high_watermark=False)
         return info
@@ -576,7 +573,6 @@ class Partition:
         transactions and aborted ones (only a marker's one record is decoded)."""
         self.producers = ProducerStateTable()
         self.transactions = PartitionTransactions()
-        self.aborted = []
         for segment in self.log.segments:
             for pos, header in segment.iter_headers(0):
                 self._observe(header, partial(segment.read_batch, pos, header.size))
@@ -592,9 +588,7 @@ class Partition:
                 self.producers.on_marker(
                     marker.producer_id, marker.producer_epoch, marker.coordinator_epoch
                 )
-                aborted = self.transactions.on_marker(marker, header.base_offset)
-                if aborted is not None:
-                    self.aborted.append(aborted)
+                self.transactions.on_marker(marker, header.base_offset)
             return
         if header.base_sequence >= 0:
             self.producers.record(
@@ -613,6 +607,8 @@ class Partition:
         _check_produce_records(view)
         # Only the producer id is needed here; the log validates the whole header once.
         (producer_id,) = _PRODUCER_ID.unpack_from(view, PRODUCER_ID_POS)
+        if producer_id < 0:
+            _check_no_producer_batch_after_the_first(view)
         try:
             if producer_id < 0:
                 info = self.log.append_as_leader(view, self.leader_epoch)
@@ -659,49 +655,58 @@ class Partition:
                 self.log.log_start_offset,
             )
         info = self.log.append_as_leader(view, self.leader_epoch)
-        self.producers.record(
-            h.producer_id,
-            h.producer_epoch,
-            h.base_sequence,
-            last_seq,
-            info.first_offset,
-            info.last_offset,
-        )
-        self.transactions.on_data(h.producer_id, info.first_offset, h.is_transactional)
+        stored = h._replace(base_offset=info.first_offset)
+        self._observe(stored, partial(_batch_at, view, 0, h.size))
         return info
 
     def append_from_coordinator(self, batch: bytes) -> AppendInfo:
         """A coordinator's own batch as leader (a transaction's offsets, written with the
-        producer's id and epoch and no sequence): its transaction here is tracked as a
-        producer's is, and ends with the marker."""
-        try:
-            info = self.log.append_as_leader(batch, self.leader_epoch, from_coordinator=True)
-        except KafkaStorageError as exc:
-            self._leader_append_failed(exc)
-            raise
-        self._observe(read_header(batch)._replace(base_offset=info.first_offset), lambda: batch)
-        self.wake_waiters(high_watermark=False)
-        self.maybe_advance_high_watermark()
-        return info
+        producer's id and epoch and no sequence): an epoch older than the producer's is
+        refused (a fenced instance), and its transaction here ends with the marker."""
+        header = read_header(batch)
+        self.producers.check_epoch(header.producer_id, header.producer_epoch)
+        return self._append_own(batch, header)
 
     def write_marker(self, marker: TxnMarker) -> AppendInfo:
         """Append a transaction coordinator's COMMIT or ABORT marker as leader (after
-        ``check_leader``): the producer's transaction here ends, an abort is indexed for
-        read_committed fetches, and a newer epoch fences the producer's older one."""
+        ``check_leader``): the producer's transaction here ends, an abort is remembered
+        for read_committed fetches, and a newer epoch fences the producer's older one."""
         self.producers.check_marker(
             marker.producer_id, marker.producer_epoch, marker.coordinator_epoch
         )
         batch = marker_batch(marker, now_ms())
+        return self._append_own(batch, read_header(batch))
+
+    def _append_own(self, batch: bytes, header: BatchHeader) -> AppendInfo:
+        """The broker's own batch appended as leader, and what it tells the state."""
         try:
             info = self.log.append_as_leader(batch, self.leader_epoch, from_coordinator=True)
         except KafkaStorageError as exc:
             self._leader_append_failed(exc)
             raise
-        header = read_header(batch)._replace(base_offset=info.first_offset)
-        self._observe(header, lambda: batch)
+        self._observe(header._replace(base_offset=info.first_offset), lambda: batch)
         self.wake_waiters(high_watermark=False)
         self.maybe_advance_high_watermark()
         return info
+
+    def describe_producers(self) -> list[tuple[int, int, int, int, int]]:
+        """DescribeProducers: (producer id, epoch, last sequence, coordinator epoch,
+        first offset of its open transaction or -1), for every producer with state here
+        (one whose only batches are a transaction's offsets too)."""
+        producers = self.producers.producers
+        described = []
+        for pid in sorted(producers.keys() | self.transactions.open.keys()):
+            entry = producers.get(pid)
+            described.append(
+                (
+                    pid,
+                    entry.epoch if entry else -1,
+                    entry.last_seq if entry else -1,
+                    entry.coordinator_epoch if entry else -1,
+                    self.transactions.open.get(pid, -1),
+                )
+            )
+        return described
 
     def wake_waiters(self, log_end: bool = True, high_watermark: bool = True) -> None:
         if log_end:
@@ -740,6 +745,20 @@ async def wait_for_any(
 
 def _batch_at(view: memoryview, pos: int, size: int) -> memoryview:
     return view[pos : pos + size]
+
+
+def _check_no_producer_batch_after_the_first(view: memoryview) -> None:
+    """An idempotent or transactional batch must be its partition's only batch (Kafka
+    refuses more than one batch per partition outright); one hiding behind a plain first
+    batch would escape the sequence and transaction rules, which read the first header."""
+    (batch_length,) = struct.unpack_from(">i", view, BATCH_LENGTH_POS)
+    if len(view) <= LOG_OVERHEAD + batch_length:
+        return  # the usual case: one batch
+    for _pos, header in iter_headers(view):
+        if header.producer_id >= 0:
+            raise InvalidRecordError(
+                "an idempotent or transactional batch must be the only batch of its partition"
+            )
 
 
 def _check_produce_records(view: memoryview) -> None:

@@ -1,45 +1,59 @@
-"""A partition's open transactions and its last stable offset (sans-IO).
+"""A partition's transactions (sans-IO): the open ones, which hold the last stable offset
+back, and the aborted ones, which read_committed fetches report.
 
 A transaction is open on a partition from its producer's first transactional batch there
 until the coordinator's marker for it. The last stable offset (LSO) is the first offset
 of the earliest open transaction, else the high watermark: read_committed consumers read
-below it, so they never see a transaction whose outcome is not yet known. An ABORT
-marker becomes an entry of the segment's ``.txnindex`` (storage/txn_index.py), with the
-partition's LSO as it stands once that transaction is closed.
+below it, so they never see a transaction whose outcome is not yet known. An ABORT of a
+transaction that wrote here is remembered as Kafka's ``.txnindex`` entry would be:
+producer id, first offset, the marker's offset, and the partition's LSO once that
+transaction was closed.
 
-The table is rebuilt by replaying batch headers (and the markers' records) from the
-log when a partition is loaded or a replica becomes leader, as the producer state is.
+Everything here is rebuilt by replaying the log's batch headers (and the markers' one
+record) when a partition is loaded, truncated, or copied by a follower; the aborts live
+in memory, not in ``.txnindex`` files.
 """
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 from partita.protocol.control_records import TxnMarker
-from partita.storage.txn_index import AbortedTxn
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the ABORT marker's
+    last_stable_offset: int
 
 
 @dataclass
 class PartitionTransactions:
     # producer id -> offset of its open transaction's first batch here.
     open: dict[int, int] = field(default_factory=dict)
+    # Every abort in the log, in marker order (so by last offset).
+    aborted: list[AbortedTxn] = field(default_factory=list)
 
     def on_data(self, producer_id: int, base_offset: int, transactional: bool) -> None:
         """A data batch was appended at ``base_offset``."""
         if transactional:
             self.open.setdefault(producer_id, base_offset)
 
-    def on_marker(self, marker: TxnMarker, offset: int) -> AbortedTxn | None:
+    def on_marker(self, marker: TxnMarker, offset: int) -> None:
         """A marker was appended at ``offset``: the producer's transaction here is over.
-        An ABORT of a transaction that wrote here is returned for the ``.txnindex``; a
-        marker for a producer with nothing open here (written before, or only to other
-        partitions of the transaction) closes nothing and indexes nothing."""
+        A marker for a producer with nothing open here (written again by a coordinator
+        that retried, or for a partition the transaction never wrote) ends nothing."""
         first = self.open.pop(marker.producer_id, None)
         if first is None or marker.commit:
-            return None
+            return
+        # Kafka's rule: the LSO once this transaction is closed, the next open one's
+        # start, else just past the marker.
         stable = self.first_unstable_offset()
-        return AbortedTxn(
-            marker.producer_id, first, offset, offset + 1 if stable is None else stable
+        self.aborted.append(
+            AbortedTxn(marker.producer_id, first, offset, offset + 1 if stable is None else stable)
         )
 
     def first_unstable_offset(self) -> int | None:
@@ -49,7 +63,16 @@ class PartitionTransactions:
         first = self.first_unstable_offset()
         return high_watermark if first is None else min(first, high_watermark)
 
-    def truncate_to(self, offset: int) -> None:
-        """The log was cut at ``offset``: transactions that began at or past it are gone
-        (what happened below it is replayed by whoever rebuilds the table)."""
-        self.open = {pid: first for pid, first in self.open.items() if first < offset}
+    def aborted_between(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed fetch of [fetch_offset, upper_bound)
+        reports: those whose range meets it. As Kafka's ``collectAbortedTransactions``,
+        the search ends at the first entry whose last stable offset reaches past the
+        upper bound; it starts at the first abort ending at or after the fetch offset."""
+        found = []
+        start = bisect.bisect_left(self.aborted, fetch_offset, key=lambda a: a.last_offset)
+        for entry in self.aborted[start:]:
+            if entry.first_offset < upper_bound:
+                found.append(entry)
+            if entry.last_stable_offset >= upper_bound:
+                break
+        return found

@@ -103,18 +103,22 @@ class ProducerStateTable:
             self.producers[producer_id] = entry
         entry.batches.append(BatchSequence(first_seq, last_seq, first_offset, last_offset))
 
+    def check_epoch(self, producer_id: int, epoch: int) -> None:
+        """A batch the broker writes for a producer (a transaction's offsets, a marker)
+        may not carry an epoch older than the producer's: that instance was fenced."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"producer {producer_id} epoch {epoch} is older than the current {entry.epoch}"
+            )
+
     def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
         """A transaction marker may carry neither an epoch older than the producer's nor
         a coordinator epoch older than the last marker's: a coordinator that lost its
         partition must not end the next transaction of the same producer."""
+        self.check_epoch(producer_id, epoch)
         entry = self.producers.get(producer_id)
-        if entry is None:
-            return
-        if epoch < entry.epoch:
-            raise InvalidProducerEpochError(
-                f"marker for producer {producer_id} has epoch {epoch}, older than its {entry.epoch}"
-            )
-        if coordinator_epoch < entry.coordinator_epoch:
+        if entry is not None and coordinator_epoch < entry.coordinator_epoch:
             raise TransactionCoordinatorFencedError(
                 f"marker for producer {producer_id} from coordinator epoch {coordinator_epoch}, "
                 f"older than {entry.coordinator_epoch}"

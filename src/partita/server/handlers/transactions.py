@@ -316,13 +316,15 @@ def handle_describe_producers(
                     producers = [
                         _ProducerState(
                             producer_id=pid,
-                            producer_epoch=entry.epoch,
-                            last_sequence=entry.last_seq,
-                            last_timestamp=-1,
-                            coordinator_epoch=-1,
-                            current_txn_start_offset=partition.transactions.open.get(pid, -1),
+                            producer_epoch=epoch,
+                            last_sequence=last_sequence,
+                            last_timestamp=-1,  # not kept
+                            coordinator_epoch=coordinator_epoch,
+                            current_txn_start_offset=txn_start,
                         )
-                        for pid, entry in partition.producers.producers.items()
+                        for pid, epoch, last_sequence, coordinator_epoch, txn_start in (
+                            partition.describe_producers()
+                        )
                     ]
                 except KafkaError as exc:
                     error, message = exc.code, exc.message
