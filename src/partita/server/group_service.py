@@ -35,9 +35,16 @@ from partita.coordinator.offset_records import (
     parse_key,
     parse_offset_value,
 )
-from partita.errors import KafkaError, NotCoordinatorError, TopicAlreadyExistsError
+from partita.errors import (
+    CoordinatorNotAvailableError,
+    InvalidProducerEpochError,
+    KafkaError,
+    NotCoordinatorError,
+    TopicAlreadyExistsError,
+)
 from partita.protocol.control_records import TxnMarker, read_marker
 from partita.protocol.records import Record, build_batch, decode_records
+from partita.server.partition import now_ms, until_replicated
 
 if TYPE_CHECKING:
     from partita.cluster.store import MetadataStore
@@ -49,11 +56,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _TICK_SECONDS = 0.1
+REPLICATION_TIMEOUT_S = 30.0
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(eq=False, repr=False)
@@ -152,7 +156,7 @@ class GroupService:
             for group, topic, partition_index, value in mine:
                 self.core.store_offset(group, topic, partition_index, value)
 
-    def commit_in_transaction(
+    async def commit_in_transaction(
         self,
         group_id: str,
         producer_id: int,
@@ -160,7 +164,8 @@ class GroupService:
         offsets: list[tuple[str, int, CommittedOffset]],
     ) -> int:
         """TxnOffsetCommit: the offsets are written with the producer's id and epoch as a
-        transactional batch, and held back until the transaction ends."""
+        transactional batch (acks=all, as Kafka writes them: the producer commits the
+        transaction only once they are safe), and held back until the transaction ends."""
         if not self.coordinates(group_id):
             return NotCoordinatorError.code
         if not offsets:
@@ -177,15 +182,28 @@ class GroupService:
             partition = self.replicas.leader_partition(
                 OFFSETS_TOPIC, group_partition(group_id, self.partitions)
             )
-            partition.append_from_coordinator(batch)
+            partition.check_enough_replicas()
+            epoch = partition.leader_epoch
+            appended = partition.append_from_coordinator(batch)
+        except InvalidProducerEpochError as exc:
+            return exc.code  # a fenced instance: not the coordinator's trouble
         except KafkaError as exc:
             log.error(
                 "transactional offset commit could not be written",
                 extra={"group": group_id, "error": str(exc)},
             )
-            return 15  # COORDINATOR_NOT_AVAILABLE: retriable
+            return CoordinatorNotAvailableError.code  # retriable
         held = self.pending.setdefault(producer_id, [])
         held += [(group_id, t, p, v) for t, p, v in offsets]
+        try:
+            await until_replicated(partition, appended, epoch, REPLICATION_TIMEOUT_S)
+        except KafkaError as exc:
+            # Written here but maybe not kept by the next leader: the producer retries.
+            log.warning(
+                "transactional offset commit not replicated",
+                extra={"group": group_id, "error": str(exc)},
+            )
+            return CoordinatorNotAvailableError.code
         return NONE
 
     def _unload_partition(self, index: int) -> None:

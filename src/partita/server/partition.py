@@ -55,6 +55,7 @@ from partita.errors import (
     NotLeaderOrFollowerError,
     OffsetNotAvailableError,
     OffsetOutOfRangeError,
+    RequestTimedOutError,
     UnknownLeaderEpochError,
 )
 from partita.protocol.control_records import TxnMarker, marker_batch, read_marker
@@ -741,6 +742,21 @@ async def wait_for_any(
         for partition in partitions:
             partition.log_end_waiters.discard(waiter)
             partition.high_watermark_waiters.discard(waiter)
+
+
+async def until_replicated(
+    partition: Partition, appended: AppendInfo, leader_epoch: int, timeout: float
+) -> None:
+    """Wait until the ISR holds what was appended at ``leader_epoch`` (acks=all), for the
+    broker's own writes (transaction state, markers, a transaction's offsets). Raises as
+    ``replication_outcome`` does when it never will be, REQUEST_TIMED_OUT past
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not partition.replication_outcome(appended.last_offset + 1, leader_epoch):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise RequestTimedOutError(f"{partition.name}: the ISR did not take the write")
+        await wait_for_any([partition], remaining)
 
 
 def _batch_at(view: memoryview, pos: int, size: int) -> memoryview:

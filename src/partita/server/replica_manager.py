@@ -27,13 +27,12 @@ from partita.cluster.model import PartitionState, TopicState
 from partita.cluster.store import MetadataStore
 from partita.errors import (
     NotLeaderOrFollowerError,
-    RequestTimedOutError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
 from partita.protocol.control_records import TxnMarker
 from partita.replication.fetcher import FetcherManager
-from partita.server.partition import Fenced, Partition, never_fenced, wait_for_any
+from partita.server.partition import Fenced, Partition, never_fenced, until_replicated
 from partita.storage.config import LogConfig
 from partita.storage.log_manager import LogManager
 
@@ -93,13 +92,7 @@ class ReplicaManager:
         partition = self.leader_partition(topic, index)
         partition.check_enough_replicas()
         epoch = partition.leader_epoch
-        info = partition.write_marker(marker)
-        deadline = asyncio.get_running_loop().time() + timeout
-        while not partition.replication_outcome(info.last_offset + 1, epoch):
-            remaining = deadline - asyncio.get_running_loop().time()
-            if remaining <= 0:
-                raise RequestTimedOutError(f"{partition.name}: the ISR did not take the marker")
-            await wait_for_any([partition], remaining)
+        await until_replicated(partition, partition.write_marker(marker), epoch, timeout)
         for listener in self._marker_listeners:
             listener(partition, marker)
 

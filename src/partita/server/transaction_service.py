@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections import defaultdict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -45,7 +44,7 @@ from partita.coordinator.transaction_records import (
 from partita.errors import KafkaError, TopicAlreadyExistsError
 from partita.protocol.control_records import TxnMarker
 from partita.protocol.records import Record, build_batch, decode_records
-from partita.server.partition import wait_for_any
+from partita.server.partition import now_ms, until_replicated
 
 if TYPE_CHECKING:
     from partita.cluster.store import MetadataStore
@@ -64,10 +63,6 @@ STATE_TOPIC_CONFIGS = {
 }
 WRITE_TIMEOUT_S = 30.0
 MARKER_RETRY_S = 0.2
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(eq=False, repr=False)
@@ -205,7 +200,7 @@ class TransactionService:
         metadata = decision.write
         try:
             await self._persist(metadata)
-        except (KafkaError, TimeoutError) as exc:
+        except KafkaError as exc:
             self.machine.write_failed(metadata.transactional_id)
             log.warning(
                 "transaction state not written",
@@ -226,13 +221,8 @@ class TransactionService:
             0, now_ms(), transaction_key(metadata.transactional_id), transaction_value(metadata)
         )
         epoch = partition.leader_epoch
-        info = partition.append(build_batch([record]))
-        deadline = time.monotonic() + WRITE_TIMEOUT_S
-        while not partition.replication_outcome(info.last_offset + 1, epoch):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError("the ISR did not take the transaction state in time")
-            await wait_for_any([partition], remaining)
+        appended = partition.append(build_batch([record]))
+        await until_replicated(partition, appended, epoch, WRITE_TIMEOUT_S)
 
     def _coordinator_epoch(self, tid: str) -> int | None:
         """The leader epoch of the id's __transaction_state partition while this broker

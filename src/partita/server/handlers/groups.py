@@ -54,8 +54,8 @@ from partita.protocol.messages import (
 from partita.security.acl import ResourceType
 from partita.server.access import Access
 from partita.server.broker import Broker
-from partita.server.group_service import now_ms
 from partita.server.handlers.metadata import reachable_brokers
+from partita.server.partition import now_ms
 from partita.server.request_context import RequestContext
 
 MAX_METADATA_BYTES = 4096

@@ -40,7 +40,7 @@ from partita.protocol.messages import (
     WriteTxnMarkersRequest,
 )
 from partita.server.broker import Broker
-from partita.server.group_service import now_ms
+from partita.server.partition import now_ms
 from partita.server.request_context import RequestContext
 
 log = logging.getLogger(__name__)
@@ -160,7 +160,7 @@ async def handle_txn_offset_commit(
             value = CommittedOffset(p.committed_offset, epoch, p.committed_metadata or "", now)
             offsets.append((topic.name, p.partition_index, value))
     if offsets:
-        error = broker.groups.commit_in_transaction(
+        error = await broker.groups.commit_in_transaction(
             request.group_id, request.producer_id, request.producer_epoch, offsets
         )
         for name, index, _value in offsets:
