@@ -164,6 +164,10 @@ class TransactionalIdAuthorizationFailedError(KafkaError):
     code = 53  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
+class TransactionalIdNotFoundError(KafkaError):
+    code = 105  # TRANSACTIONAL_ID_NOT_FOUND (DescribeTransactions)
+
+
 class TransactionCoordinatorFencedError(KafkaError):
     """A marker from a coordinator older than the one that last wrote for the producer."""
 

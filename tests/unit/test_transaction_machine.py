@@ -92,7 +92,14 @@ def test_a_second_instance_bumps_the_epoch_and_fences_the_first() -> None:
 
 def test_the_epoch_runs_out_into_a_new_producer_id() -> None:
     machine = TransactionMachine()
-    machine.written(TxnMetadata(TID, 7, MAX_EPOCH, 60_000, TxnState.COMPLETE_COMMIT))
+    assert machine.needs_new_producer_id(TID)  # a new transactional id
+    machine.written(TxnMetadata(TID, 7, MAX_EPOCH - 1, 60_000, TxnState.COMPLETE_COMMIT))
+    assert not machine.needs_new_producer_id(TID)
+    assert _done(machine, machine.init_producer_id(TID, 60_000, 0, lambda: 8)).producer == (
+        7,
+        MAX_EPOCH,
+    )
+    assert machine.needs_new_producer_id(TID)
     assert machine.init_producer_id(TID, 60_000, 0, lambda: 8).producer == (8, 0)
 
 

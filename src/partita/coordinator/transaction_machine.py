@@ -112,6 +112,12 @@ class TransactionMachine:
 
     # --- requests -------------------------------------------------------------------
 
+    def needs_new_producer_id(self, transactional_id: str) -> bool:
+        """Whether InitProducerId would take a new producer id (a new transactional id, or
+        an epoch run out): the shell allocates one, a cluster-wide write, only then."""
+        current = self.ids.get(transactional_id)
+        return current is None or current.producer_epoch >= MAX_EPOCH
+
     def init_producer_id(
         self,
         transactional_id: str,
@@ -141,7 +147,7 @@ class TransactionMachine:
         if current.state in (TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE):
             return Decision(CONCURRENT_TRANSACTIONS)
         producer_id, epoch = current.producer_id, current.producer_epoch + 1
-        if epoch > MAX_EPOCH:
+        if self.needs_new_producer_id(transactional_id):
             producer_id, epoch = new_producer_id(), 0
         bumped = replace(
             current,

@@ -40,7 +40,6 @@ from partita.errors import (
     InvalidProducerEpochError,
     KafkaError,
     NotCoordinatorError,
-    TopicAlreadyExistsError,
 )
 from partita.protocol.control_records import TxnMarker, read_marker
 from partita.protocol.records import Record, build_batch, decode_records
@@ -298,24 +297,15 @@ class GroupService:
     # -- offsets -----------------------------------------------------------------
 
     async def ensure_offsets_topic(self) -> None:
-        """Create ``__consumer_offsets`` on first use, replicated
-        ``offsets.topic.replication.factor`` times (or on every broker, if fewer)."""
-        if OFFSETS_TOPIC in self.store.topics:
-            return
+        """Create ``__consumer_offsets`` on first use (offsets.topic.replication.factor)."""
         wanted = self.config.get_int("offsets.topic.replication.factor")
-        brokers = len(self.store.placement_brokers())
-        with contextlib.suppress(TopicAlreadyExistsError):  # another broker was first
-            await self.topic_admin.create(
-                OFFSETS_TOPIC, self.partitions, max(1, min(wanted, brokers)), OFFSETS_TOPIC_CONFIGS
-            )
+        await self.topic_admin.ensure_internal(
+            OFFSETS_TOPIC, self.partitions, wanted, OFFSETS_TOPIC_CONFIGS
+        )
 
     def coordinator_of(self, group_id: str) -> int:
         """The node id of the group's coordinator, or -1 while it has none."""
-        topic = self.store.topics.get(OFFSETS_TOPIC)
-        if topic is None:
-            return -1
-        state = topic.partitions.get(group_partition(group_id, self.partitions))
-        return state.leader if state is not None else -1
+        return self.topic_admin.leader_of(OFFSETS_TOPIC, group_partition(group_id, self.partitions))
 
     def _write(self, group_id: str, key: bytes, value: bytes | None) -> None:
         index = group_partition(group_id, self.partitions)

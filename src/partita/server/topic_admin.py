@@ -6,6 +6,7 @@ image (``replica_manager``), never from here.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import Mapping
@@ -135,6 +136,31 @@ class TopicAdmin:
             },
         )
         return self.store.topics.get(name, state)
+
+    async def ensure_internal(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+    ) -> None:
+        """A coordinator's topic (``__consumer_offsets``, ``__transaction_state``), made on
+        first use: ``replication_factor`` replicas, or one on every broker if fewer; a
+        ``min.insync.replicas`` no higher than that (else no acks=all write would pass)."""
+        if name in self.store.topics:
+            return
+        factor = max(1, min(replication_factor, len(self.store.placement_brokers())))
+        settings = dict(configs)
+        if "min.insync.replicas" in settings:
+            settings["min.insync.replicas"] = str(min(factor, int(settings["min.insync.replicas"])))
+        with contextlib.suppress(TopicAlreadyExistsError):  # another broker was first
+            await self.create(name, partitions, factor, settings)
+
+    def leader_of(self, name: str, index: int) -> int:
+        """The partition's leader as the metadata has it, -1 for none (or no topic)."""
+        topic = self.store.topics.get(name)
+        state = topic.partitions.get(index) if topic is not None else None
+        return state.leader if state is not None else -1
 
     async def delete(self, name: str) -> TopicState:
         if not self.config.get_bool("delete.topic.enable"):

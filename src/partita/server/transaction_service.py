@@ -41,7 +41,7 @@ from partita.coordinator.transaction_records import (
     transaction_partition,
     transaction_value,
 )
-from partita.errors import KafkaError, TopicAlreadyExistsError
+from partita.errors import CoordinatorNotAvailableError, KafkaError, NotCoordinatorError
 from partita.protocol.control_records import TxnMarker
 from partita.protocol.records import Record, build_batch, decode_records
 from partita.server.partition import now_ms, until_replicated
@@ -55,8 +55,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
 STATE_TOPIC_CONFIGS = {
     "cleanup.policy": "compact",
     "segment.bytes": str(100 * 1024 * 1024),
@@ -100,28 +98,15 @@ class TransactionService:
 
     def coordinator_of(self, transactional_id: str) -> int:
         """The node id of the id's coordinator, or -1 while it has none."""
-        topic = self.store.topics.get(TRANSACTION_TOPIC)
-        if topic is None:
-            return -1
-        state = topic.partitions.get(self.partition_of(transactional_id))
-        return state.leader if state is not None else -1
+        return self.topic_admin.leader_of(TRANSACTION_TOPIC, self.partition_of(transactional_id))
 
     async def ensure_state_topic(self) -> None:
-        """Create ``__transaction_state`` on first use, replicated
-        ``transaction.state.log.replication.factor`` times (or on every broker, if fewer)."""
-        if TRANSACTION_TOPIC in self.store.topics:
-            return
+        """Create ``__transaction_state`` on first use
+        (transaction.state.log.replication.factor and .min.isr)."""
         wanted = self.config.get_int("transaction.state.log.replication.factor")
-        brokers = len(self.store.placement_brokers())
-        factor = max(1, min(wanted, brokers))
-        configs = {
-            **STATE_TOPIC_CONFIGS,
-            "min.insync.replicas": str(
-                min(factor, self.config.get_int("transaction.state.log.min.isr"))
-            ),
-        }
-        with contextlib.suppress(TopicAlreadyExistsError):  # another broker was first
-            await self.topic_admin.create(TRANSACTION_TOPIC, self.partitions, factor, configs)
+        min_isr = self.config.get_int("transaction.state.log.min.isr")
+        configs = {**STATE_TOPIC_CONFIGS, "min.insync.replicas": str(min_isr)}
+        await self.topic_admin.ensure_internal(TRANSACTION_TOPIC, self.partitions, wanted, configs)
 
     # -- loading ----------------------------------------------------------------------
 
@@ -169,8 +154,10 @@ class TransactionService:
     async def init_producer_id(self, tid: str, timeout_ms: int) -> tuple[int, int, int]:
         """(error, producer id, epoch) for InitProducerId with a transactional id."""
         if not self.coordinates(tid):
-            return NOT_COORDINATOR, -1, -1
-        spare = await self.store.allocate_producer_id()  # used if the id needs a new one
+            return NotCoordinatorError.code, -1, -1
+        spare = -1
+        if self.machine.needs_new_producer_id(tid):
+            spare = await self.store.allocate_producer_id()
         decision = self.machine.init_producer_id(tid, timeout_ms, now_ms(), lambda: spare)
         error = await self._apply(decision)
         if error or decision.write is None:
@@ -181,13 +168,13 @@ class TransactionService:
         self, tid: str, producer_id: int, epoch: int, partitions: list[tuple[str, int]]
     ) -> int:
         if not self.coordinates(tid):
-            return NOT_COORDINATOR
+            return NotCoordinatorError.code
         decision = self.machine.add_partitions(tid, producer_id, epoch, partitions, now_ms())
         return await self._apply(decision)
 
     async def end_transaction(self, tid: str, producer_id: int, epoch: int, commit: bool) -> int:
         if not self.coordinates(tid):
-            return NOT_COORDINATOR
+            return NotCoordinatorError.code
         decision = self.machine.end_transaction(tid, producer_id, epoch, commit, now_ms())
         return await self._apply(decision)
 
@@ -206,7 +193,7 @@ class TransactionService:
                 "transaction state not written",
                 extra={"transactional_id": metadata.transactional_id, "error": str(exc)},
             )
-            return COORDINATOR_NOT_AVAILABLE  # retriable: the client asks again
+            return CoordinatorNotAvailableError.code  # retriable: the client asks again
         self.machine.written(metadata)
         if decision.markers is not None:
             self._spawn(self._complete(decision.markers))
@@ -274,26 +261,42 @@ class TransactionService:
     ) -> set[tuple[str, int]]:
         """Write the marker on each partition; the ones still to do."""
         left: set[tuple[str, int]] = set()
-        remote: dict[int, list[tuple[str, int]]] = defaultdict(list)
+        by_leader: dict[int, list[tuple[str, int]]] = defaultdict(list)
         for topic, index in sorted(partitions):
             state = self.store.topics.get(topic)
             if state is None or index not in state.partitions:
                 continue  # deleted since: nothing to mark
             leader = state.partitions[index].leader
-            if leader == self.node_id:
-                try:
-                    await self.replicas.write_marker(topic, index, marker)
-                except KafkaError as exc:
-                    log.info("marker not written yet", extra={"partition": f"{topic}-{index}",
-                                                              "error": str(exc)})  # fmt: skip
-                    left.add((topic, index))
-            elif leader < 0:
+            if leader < 0:
                 left.add((topic, index))
             else:
-                remote[leader].append((topic, index))
-        for leader, owned in remote.items():
-            left |= await self._send_markers(leader, marker, owned)
+                by_leader[leader].append((topic, index))
+        # Every leader at once, and here every partition at once: each waits for its ISR.
+        sends = [
+            self._mark_here(marker, owned) if leader == self.node_id
+            else self._send_markers(leader, marker, owned)
+            for leader, owned in by_leader.items()
+        ]  # fmt: skip
+        for undone in await asyncio.gather(*sends):
+            left |= undone
         return left
+
+    async def _mark_here(
+        self, marker: TxnMarker, partitions: list[tuple[str, int]]
+    ) -> set[tuple[str, int]]:
+        async def one(topic: str, index: int) -> bool:
+            try:
+                await self.replicas.write_marker(topic, index, marker)
+            except KafkaError as exc:
+                log.info(
+                    "marker not written yet",
+                    extra={"partition": f"{topic}-{index}", "error": str(exc)},
+                )
+                return False
+            return True
+
+        written = await asyncio.gather(*(one(topic, index) for topic, index in partitions))
+        return {tp for tp, done in zip(partitions, written, strict=True) if not done}
 
     async def _send_markers(
         self, leader: int, marker: TxnMarker, partitions: list[tuple[str, int]]

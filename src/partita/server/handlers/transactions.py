@@ -27,7 +27,13 @@ from kafka.protocol.producer import (
 from partita.coordinator.group_machine import CommittedOffset
 from partita.coordinator.offset_records import OFFSETS_TOPIC, group_partition
 from partita.coordinator.transaction_machine import TxnState
-from partita.errors import KafkaError, UnknownServerError
+from partita.errors import (
+    KafkaError,
+    NotCoordinatorError,
+    TransactionalIdNotFoundError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+)
 from partita.protocol.control_records import TxnMarker
 from partita.protocol.messages import (
     AddOffsetsToTxnRequest,
@@ -57,12 +63,7 @@ _DescribedTopic = _DescribedState.TopicData
 _ProducersTopic = DescribeProducersResponse.TopicResponse
 _ProducersPartition = _ProducersTopic.PartitionResponse
 _ProducerState = _ProducersPartition.ProducerState
-OPERATION_NOT_ATTEMPTED = 55
-NOT_COORDINATOR = 16
-TRANSACTIONAL_ID_NOT_FOUND = 105
-
-
-UNKNOWN_TOPIC_OR_PARTITION = 3
+OPERATION_NOT_ATTEMPTED = 55  # the rest of a request some partitions of fail
 
 
 async def handle_add_partitions(
@@ -74,18 +75,16 @@ async def handle_add_partitions(
     wanted = [
         (topic.name, index) for topic in request.v3_and_below_topics for index in topic.partitions
     ]
-    refused: dict[tuple[str, int], int] = {}
     denied_id = context.access.transactional_id(request.v3_and_below_transactional_id)
-    for name, index in wanted:
-        if denied_id:
-            refused[(name, index)] = denied_id
-            continue
-        denied = context.access.topic(name)
-        state = broker.store.topics.get(name)
-        if denied:
-            refused[(name, index)] = denied
-        elif state is None or index not in state.partitions:
-            refused[(name, index)] = UNKNOWN_TOPIC_OR_PARTITION
+    refused: dict[tuple[str, int], int] = {}
+    for topic in request.v3_and_below_topics:
+        denied = denied_id or context.access.topic(topic.name)
+        state = broker.store.topics.get(topic.name)
+        for index in topic.partitions:
+            if denied:
+                refused[(topic.name, index)] = denied
+            elif state is None or index not in state.partitions:
+                refused[(topic.name, index)] = UnknownTopicOrPartitionError.code
     if refused:
         codes = {tp: refused.get(tp, OPERATION_NOT_ATTEMPTED) for tp in wanted}
     else:
@@ -96,18 +95,27 @@ async def handle_add_partitions(
             wanted,
         )
         codes = dict.fromkeys(wanted, error)
-    by_topic: dict[str, list[Any]] = {}
-    for (name, index), code in codes.items():
-        by_topic.setdefault(name, []).append(
-            _PartitionResult(partition_index=index, partition_error_code=code)
-        )
     return AddPartitionsToTxnResponse(
         throttle_time_ms=0,
         results_by_topic_v3_and_below=[
-            _TopicResult(name=name, results_by_partition=results)
-            for name, results in by_topic.items()
+            _TopicResult(
+                name=name,
+                results_by_partition=[
+                    _PartitionResult(partition_index=index, partition_error_code=code)
+                    for index, code in results
+                ],
+            )
+            for name, results in _by_topic(codes).items()
         ],
     )
+
+
+def _by_topic(codes: dict[tuple[str, int], int]) -> dict[str, list[tuple[int, int]]]:
+    """Per-partition error codes grouped by topic, as responses list them."""
+    grouped: dict[str, list[tuple[int, int]]] = {}
+    for (name, index), code in codes.items():
+        grouped.setdefault(name, []).append((index, code))
+    return grouped
 
 
 async def handle_add_offsets(
@@ -165,14 +173,18 @@ async def handle_txn_offset_commit(
         )
         for name, index, _value in offsets:
             codes[(name, index)] = error
-    by_topic: dict[str, list[Any]] = {}
-    for (name, index), code in codes.items():
-        by_topic.setdefault(name, []).append(
-            _TxnOffsetPartition(partition_index=index, error_code=code)
-        )
     return TxnOffsetCommitResponse(
         throttle_time_ms=0,
-        topics=[_TxnOffsetTopic(name=name, partitions=parts) for name, parts in by_topic.items()],
+        topics=[
+            _TxnOffsetTopic(
+                name=name,
+                partitions=[
+                    _TxnOffsetPartition(partition_index=index, error_code=code)
+                    for index, code in results
+                ],
+            )
+            for name, results in _by_topic(codes).items()
+        ],
     )
 
 
@@ -262,9 +274,9 @@ def handle_describe_transactions(
         meta = broker.transactions.machine.describe(tid)
         error = context.access.transactional_id(tid)
         if not error and not broker.transactions.coordinates(tid):
-            error = NOT_COORDINATOR
+            error = NotCoordinatorError.code
         elif not error and meta is None:
-            error = TRANSACTIONAL_ID_NOT_FOUND
+            error = TransactionalIdNotFoundError.code
         if error or meta is None:
             states.append(
                 _DescribedState(
