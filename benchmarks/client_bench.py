@@ -121,7 +121,7 @@ STARTUP_ROUNDS = 3  # start-up measurements per client, after the throughput rou
 # -- the worker: one client, one phase, in its own process ---------------------------
 
 
-def _broker_cpu(pid: int) -> float:
+def broker_cpu(pid: int) -> float:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -147,7 +147,7 @@ class Meter:
         return usage.ru_utime + usage.ru_stime
 
     def start(self) -> None:
-        self._b0 = _broker_cpu(self.broker_pid)
+        self._b0 = broker_cpu(self.broker_pid)
         self._c0 = self._cpu()
         if self.profiler is not None:
             self.profiler.enable()
@@ -160,7 +160,7 @@ class Meter:
             self.profiler.disable()
         self.seconds = (end if end is not None else now) - self._t0
         self.client_cpu = self._cpu() - self._c0
-        self.broker_cpu = _broker_cpu(self.broker_pid) - self._b0
+        self.broker_cpu = broker_cpu(self.broker_pid) - self._b0
         if self.profiler is not None and self.profile_path:
             self.profiler.dump_stats(self.profile_path)
 

@@ -23,7 +23,6 @@ give the same fingerprints.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import statistics
 import subprocess
@@ -36,26 +35,22 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.spark.spark_standalone import SparkStandalone
 
+from client_bench import broker_cpu
 from partita.pipeline.local_broker import LocalBroker
 
+ALL_FLIGHTS = 336_776
 STAGES = ("produce", "start Spark", "Spark batch", "Spark streaming")
 console = Console(width=120)
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (all its threads) so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
 def partita_broker(work: Path) -> Iterator[tuple[str, int]]:
     with LocalBroker(work / "data", work / "broker.log", {}) as broker:
-        assert broker._process is not None
-        yield broker.bootstrap, broker._process.pid
+        yield broker.bootstrap, broker.pid
 
 
 @contextmanager
@@ -119,9 +114,9 @@ def main() -> None:
                         where = "local" if master is None else "standalone"
                         work = root / f"{name}-{number}-{where}"
                         with start(work / "broker") as (bootstrap, pid):
-                            before = cpu_seconds(pid)  # its start-up not counted
+                            before = broker_cpu(pid)  # its start-up not counted
                             times = run_job(work / "job", bootstrap, options.limit, master)
-                            times["broker CPU"] = cpu_seconds(pid) - before
+                            times["broker CPU"] = broker_cpu(pid) - before
                         results.setdefault((placement, name), []).append(times)
                         console.print(
                             f"round {number + 1}: Spark {placement}, {name}: "
@@ -134,15 +129,15 @@ def main() -> None:
     if len(prints) != 1:
         raise SystemExit("the configurations' results differ (fingerprints)")
 
+    flights = options.limit or ALL_FLIGHTS
     table = Table(
         title=f"partita pipeline stage times, s (median of {options.rounds}; "
-        f"{options.limit or 336_776:,} flights; same results everywhere)"
+        f"{flights:,} flights; same results everywhere)"
     )
     table.add_column("Spark")
     table.add_column("broker")
     for stage in (*STAGES, "total", "broker CPU µs/flight"):
         table.add_column(stage, justify="right")
-    flights = options.limit or 336_776
     medians: dict[tuple[str, str], dict[str, float]] = {}
     for (placement, name), runs in results.items():
         med = {s: statistics.median(r.get(s, 0.0) for r in runs) for s in STAGES}

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.integration.conftest import BrokerProcess
 
@@ -173,3 +174,17 @@ def test_help_keeps_sentences_whole_and_shows_no_sentinel_defaults() -> None:
     assert create_help.returncode == 0, create_help.stderr
     assert "num.partitions" in create_help.stdout
     assert "[default: -1]" not in create_help.stdout
+
+
+def test_a_malformed_spark_setting_is_named_without_its_value(tmp_path: Path) -> None:
+    # A --spark-conf missing its '=' may hold a password: the error names the key only,
+    # before anything is started or wiped.
+    done = partita(
+        "pipeline", "--work-dir", str(tmp_path / "w"), "--spark-conf",
+        "spark.ssl.keyPassword hunter2",
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        "error: --spark-conf expects key=value, got 'spark.ssl.keyPassword'..."
+    )
+    assert not (tmp_path / "w").exists()

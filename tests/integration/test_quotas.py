@@ -220,3 +220,22 @@ def test_a_long_polling_consumer_is_not_charged_for_its_waits(broker: BrokerProc
         assert consumer.poll(0.2) is None  # the topic is empty: every fetch waits
     consumer.close()
     assert throttled == []
+
+    # The control: a client that keeps the broker busy under a far smaller share is
+    # throttled, so the quota above did reach the broker and request time is counted.
+    set_quota(broker, [("client-id", "busy-writer")], request_percentage=0.01)
+    busy: list[float] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "client.id": "busy-writer",
+            "linger.ms": 0,
+            "throttle_cb": lambda event: busy.append(event.throttle_time),
+        }
+    )
+    deadline = time.monotonic() + 10
+    while not busy and time.monotonic() < deadline:
+        producer.produce(topic, b"z")
+        producer.poll(0.001)
+    producer.flush(30)
+    assert busy, "a client far over its request share was never throttled"

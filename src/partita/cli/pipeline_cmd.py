@@ -30,6 +30,7 @@ from rich.table import Table
 from partita.cli.common import check_bootstrap, client_settings, fail
 from partita.errors import KafkaError
 from partita.pipeline.local_broker import LocalBroker
+from partita.pipeline.spark_cluster import LOCAL_MASTER
 
 if TYPE_CHECKING:
     from partita.local.cluster import LocalCluster
@@ -96,7 +97,7 @@ def run(
         "its partition count.",
     ),
     spark_master: str = typer.Option(
-        "local[2]",
+        LOCAL_MASTER,
         "--spark-master",
         metavar="URL",
         help="Where the Spark stages run: local[N], or a Spark cluster's master "
@@ -436,13 +437,13 @@ class SparkPlan:
 
 
 def _spark_settings(entries: list[str]) -> dict[str, str]:
-    settings = {}
-    for entry in entries:
-        key, sep, value = entry.partition("=")
-        if not sep or not key.strip():
-            raise fail(f"--spark-conf {key.strip() or entry!r}: expected KEY=VALUE")
-        settings[key.strip()] = value.strip()
-    return settings
+    from partita.errors import InvalidConfigurationError  # noqa: PLC0415
+    from partita.server.config import parse_assignments  # noqa: PLC0415
+
+    try:
+        return parse_assignments(entries, "--spark-conf")
+    except InvalidConfigurationError as exc:
+        raise fail(exc.message) from None
 
 
 def _spark_stages(
@@ -455,9 +456,6 @@ def _spark_stages(
     plan: SparkPlan,
     window: tuple[dict[int, int], dict[int, int]] | None = None,
 ) -> None:
-    import os  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-
     from partita.pipeline.spark_cluster import (  # noqa: PLC0415
         SparkClusterError,
         executor_wait_seconds,
@@ -507,8 +505,7 @@ def _spark_stages(
     except SparkClusterError as exc:
         raise fail(str(exc)) from None
     except Exception as exc:
-        python = os.environ.get("PYSPARK_PYTHON", sys.executable)
-        explained = explain_failure(exc, python)
+        explained = explain_failure(exc, spark.sparkContext.pythonExec)
         if explained is None:
             raise
         raise fail(explained) from None

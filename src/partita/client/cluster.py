@@ -110,6 +110,7 @@ class Cluster:
             try:
                 return await self.connection(node)
             except OSError as exc:
+                # (a refresh during the connect may have dropped the node meanwhile)
                 host, port = self.brokers.get(node, ("?", 0))
                 errors.append(f"{host}:{port}: {exc.strerror or exc}")
         if self._bootstrap_connection is not None and not self._bootstrap_connection.closed:

@@ -50,13 +50,19 @@ class EtcdTls:
     client_key: Path
 
 
-def write_private_properties(path: Path, values: dict[str, str]) -> None:
-    """``key=value`` lines in a file created readable by its owner only (0600)."""
+def write_private_properties(path: Path, values: dict[str, str]) -> Path:
+    """``key=value`` lines in a file created readable by its owner only (0600). A value
+    ending in a backslash is refused: a properties reader takes it as continued on the
+    next line and would swallow the next setting."""
+    for key, value in values.items():
+        if value.endswith("\\"):
+            raise ValueError(f"{key}: a value ending in a backslash cannot be written")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as file:
         file.writelines(f"{key}={value}\n" for key, value in values.items())
+    return path
 
 
 class EtcdProcess:

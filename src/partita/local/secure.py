@@ -71,11 +71,6 @@ def make_secure_setup(directory: Path) -> SecureSetup:
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": str(ca_file),
     }
-    client_properties = _write_properties(directory / "client.properties", java)
-    librdkafka_properties = _write_properties(directory / "librdkafka.properties", client)
+    client_properties = write_private_properties(directory / "client.properties", java)
+    librdkafka_properties = write_private_properties(directory / "librdkafka.properties", client)
     return SecureSetup(directory, broker_settings, client, client_properties, librdkafka_properties)
-
-
-def _write_properties(path: Path, values: dict[str, str]) -> Path:
-    write_private_properties(path, values)
-    return path

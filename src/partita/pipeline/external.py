@@ -85,8 +85,8 @@ async def prepare(
             except KafkaError as exc:
                 raise ExternalClusterError(f"cannot create topic {name!r}: {exc}") from None
         source = next(iter(topics))
-        if source not in existing:
-            return Prepared(brokers, factor, partitions=topics[source])
+        if source not in existing:  # the outputs may still be an earlier run's
+            return Prepared(brokers, factor, taken, topics[source])
         start = await end_offsets(bootstrap, source, len(existing[source].partitions), security)
         return Prepared(brokers, factor, taken, len(start), start)
     finally:

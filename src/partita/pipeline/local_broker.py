@@ -24,6 +24,12 @@ class LocalBroker:
         self.bootstrap = ""
         self._process: subprocess.Popen[bytes] | None = None
 
+    @property
+    def pid(self) -> int:
+        """The broker process's id (benchmarks read its CPU time)."""
+        assert self._process is not None, "the broker is not started"
+        return self._process.pid
+
     def __enter__(self) -> LocalBroker:
         ready = self.data_dir.parent / "broker.ready"
         ready.unlink(missing_ok=True)

@@ -91,9 +91,9 @@ def spark_session(
     if shipped is not None:
         # The Python workers Spark starts on the driver (a streaming source's planner
         # among them) take no shipped files, only the JVM's PYTHONPATH: set before it starts.
-        os.environ["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(shipped), os.environ.get("PYTHONPATH", "")) if p
-        )
+        path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if str(shipped) not in path:  # once per process, however many sessions
+            os.environ["PYTHONPATH"] = os.pathsep.join([str(shipped), *path])
     session = quiet_session(conf)
     session.sparkContext.setLogLevel("ERROR")
     logging.getLogger("py4j").setLevel(logging.WARNING)  # py4j logs every call at INFO

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,13 +168,18 @@ def read_properties(path: Path) -> dict[str, str]:
     return out
 
 
+_KEY_CHARS = re.compile(r"[A-Za-z0-9._-]*")
+
+
 def parse_assignments(items: Iterable[str], option: str = "--set") -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            shown = item.split()[0][:60] if item.split() else ""
-            raise InvalidConfigurationError(f"{option} expects key=value, got {shown!r}...")
+            # Only what can be a key: the text may be 'sasl.password:secret'.
+            shown = _KEY_CHARS.match(item.strip())
+            named = shown.group(0)[:60] if shown else ""
+            raise InvalidConfigurationError(f"{option} expects key=value, got {named!r}...")
         out[key.strip()] = value.strip()
     return out
 

@@ -272,9 +272,11 @@ class BrokerServer:
                 refusal = spec.response(version=header.api_version, error_code=code)
                 self.broker.metrics.request_answered(header.api_key, time.perf_counter() - started)
                 return [encode_response(header, spec, refusal)]
-        result = handler(self.broker, context, request)
         counted = self.broker.quotas.enabled and spec.key not in LOGIN_APIS
-        running = 0.0  # seconds the handler ran on the loop, its waits left out
+        handling = time.perf_counter()
+        result = handler(self.broker, context, request)
+        # Seconds the handler ran on the loop, its waits left out (request_percentage).
+        running = time.perf_counter() - handling
         if inspect.isawaitable(result):
             if counted:
                 timer = _RunningTime(result)
@@ -282,8 +284,6 @@ class BrokerServer:
                 running = timer.seconds
             else:
                 result = await result
-        else:
-            running = time.perf_counter() - started
         self.broker.metrics.request_answered(header.api_key, time.perf_counter() - started)
         if counted:
             result = self._throttle(frame, header, request, session, result, running)
