@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from partita.protocol.control_records import TxnMarker, marker_batch
 from partita.protocol.record_batch import read_header
 from partita.protocol.records import Record, build_batch, decode_records
 from partita.storage.cleaner import clean, clean_if_needed
@@ -133,3 +134,32 @@ def test_compact_delete_applies_both(open_manager: OpenManager, clock: FakeClock
     clock.advance(5000)
     log.enforce_retention()
     assert contents(log) == []
+
+
+def test_a_transactions_records_shadow_nothing_and_stay(open_manager: OpenManager) -> None:
+    # A group's committed offset (key k), then the same key written in a transaction that
+    # was aborted (TxnOffsetCommit, then an ABORT marker): cleaning must keep the
+    # committed record, or replaying the log would find no offset for the group at all.
+    log = open_manager(COMPACT).get_or_create("t", 0)
+    put(log, "k", "committed")
+    in_transaction = build_batch(
+        [Record(0, BASE_TS, b"k", b"aborted")],
+        producer_id=7, producer_epoch=0, transactional=True,
+    )  # fmt: skip
+    log.append_as_leader(in_transaction, 0, from_coordinator=True)
+    marker = marker_batch(TxnMarker(7, 0, False, 0), BASE_TS)
+    log.append_as_leader(marker, 0, from_coordinator=True)
+    log.update_high_watermark(log.log_end_offset)
+    log.roll()
+    clean(log)
+    assert contents(log) == [
+        (0, b"k", b"committed"),
+        (1, b"k", b"aborted"),
+        (2, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00"),
+    ]
+    # A later plain record still wins over both.
+    put(log, "k", "newer")
+    log.roll()
+    clean(log)
+    assert [r for r in contents(log) if r[1] == b"k"][-1] == (3, b"k", b"newer")
+    assert (0, b"k", b"committed") not in contents(log)

@@ -11,7 +11,12 @@ Kafka's rules, in brief:
 - a tombstone (null value) survives its first pass, which stamps a delete horizon of
   now + ``delete.retention.ms`` into its batch (KIP-534); a later pass after that horizon
   removes it;
-- offsets never change: a rewritten batch keeps its base offset and offset range.
+- offsets never change: a rewritten batch keeps its base offset and offset range;
+- transactional batches are kept whole and shadow nothing: whether one was committed or
+  aborted is known only from its marker, and a record of an aborted transaction must not
+  outlive the committed one before it (a group's offset in ``__consumer_offsets`` would
+  be lost). Kafka's cleaner removes aborted records instead; partita keeps them, at the
+  cost of space on compacted topics written in transactions.
 
 Each segment is rewritten to ``<base>.log.cleaned``, renamed to ``.swap`` when complete,
 then swapped in. A crash at any point leaves either the old or the new segment, never a
@@ -139,8 +144,8 @@ def clean(partition_log: PartitionLog, end: int | None = None) -> CleanResult:
 def _records_of(segment: LogSegment) -> list[Record]:
     out: list[Record] = []
     for pos, header in segment.iter_headers(0):
-        if header.is_control:
-            continue
+        if header.is_control or header.is_transactional:
+            continue  # neither ends nor wins a key (see the module's rules)
         _, records = decode_records(segment.read_batch(pos, header.size))
         out.extend(records)
     return out
@@ -156,7 +161,7 @@ def _filter_segment(
     dropped = 0
     for pos, header in iter_headers(data):
         raw = data[pos : pos + header.size]
-        if header.is_control:
+        if header.is_control or header.is_transactional:
             out += raw
             continue
         _, records = decode_records(raw)
