@@ -20,10 +20,13 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.admin import DescribeTransactionsRequest, DescribeTransactionsResponse
 
 from tests.integration.conftest import BrokerProcess
+from tests.integration.test_bad_input import connect, roundtrip
 
 TOPIC = "payments"
+TRANSACTIONAL_ID_NOT_FOUND = 105
 SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",
     # Look for expired transactions often, so that a timeout shows within seconds.
@@ -218,3 +221,33 @@ def test_consume_transform_produce_commits_offsets_with_the_output(
         assert reader.committed([TopicPartition("orders", 0)], 30)[0].offset == 30
     finally:
         reader.close()
+
+
+def test_an_idle_transactional_id_expires_for_good(broker_factory: type[BrokerProcess]) -> None:
+    """transactional.id.expiration.ms: an id idle that long is forgotten, and its
+    tombstone keeps it forgotten after a restart."""
+    broker = broker_factory({**SETTINGS, "transactional.id.expiration.ms": "1000"}, name="exp")
+    broker.start()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
+    producer = _producer(broker, "short-lived")
+    producer.begin_transaction()
+    producer.produce(TOPIC, value=b"once")
+    producer.commit_transaction(30)
+    del producer
+
+    def described() -> int:
+        with connect(broker) as sock:
+            request = DescribeTransactionsRequest(version=0, transactional_ids=["short-lived"])
+            response = roundtrip(sock, request, DescribeTransactionsResponse, 1)
+        (state,) = response.transaction_states
+        return int(state.error_code)
+
+    assert described() == 0
+    deadline = time.monotonic() + 15
+    while described() != TRANSACTIONAL_ID_NOT_FOUND:
+        assert time.monotonic() < deadline, "the idle id never expired"
+        time.sleep(0.3)
+    assert "transactional id expired" in broker.logs()
+    broker.restart()
+    assert described() == TRANSACTIONAL_ID_NOT_FOUND  # the tombstone was replayed

@@ -199,6 +199,16 @@ def test_idle_ids_expire_but_never_one_with_an_open_transaction() -> None:
     _started(machine)
     machine.written(TxnMetadata("idle", 1, 0, 1000, TxnState.COMPLETE_ABORT, last_update_ms=0))
     assert machine.expire_ids(now_ms=10**9, expiration_ms=1000) == ["idle"]
+    # Busy while its tombstone is written: nothing may start on it meanwhile.
+    assert machine.init_producer_id("idle", 1000, 10**9, lambda: 2).error == (
+        CONCURRENT_TRANSACTIONS
+    )
+    assert machine.expire_ids(now_ms=10**9, expiration_ms=1000) == []
+    machine.write_failed("idle")  # the tombstone was not written: the id stays
+    assert machine.describe("idle") is not None
+    assert machine.expire_ids(now_ms=10**9, expiration_ms=1000) == ["idle"]
+    machine.forget("idle")
+    assert machine.describe("idle") is None and "idle" not in machine.pending
 
 
 def test_listing_filters_by_state_and_producer() -> None:

@@ -258,15 +258,19 @@ class TransactionMachine:
         ]
 
     def expire_ids(self, now_ms: int, expiration_ms: int) -> list[str]:
-        """Ids idle past transactional.id.expiration.ms with no transaction open: the
-        shell writes a tombstone for each, then calls :meth:`forget`."""
-        return [
+        """Ids idle past transactional.id.expiration.ms with no transaction open: each is
+        busy (CONCURRENT_TRANSACTIONS) while the shell writes its tombstone, then
+        :meth:`forget` drops it (or :meth:`write_failed` keeps it)."""
+        expired = [
             tid
             for tid, meta in self.ids.items()
             if not meta.in_transaction
             and tid not in self.pending
             and now_ms - meta.last_update_ms > expiration_ms
         ]
+        for tid in expired:
+            self.pending[tid] = replace(self.ids[tid], state=TxnState.DEAD)
+        return expired
 
     # --- the log ----------------------------------------------------------------------
 

@@ -201,12 +201,13 @@ class TransactionService:
 
     async def _persist(self, metadata: TxnMetadata) -> None:
         """Append the id's new state and wait until the ISR has it (acks=all)."""
-        index = self.partition_of(metadata.transactional_id)
-        partition = self.replicas.leader_partition(TRANSACTION_TOPIC, index)
+        await self._write_record(metadata.transactional_id, transaction_value(metadata))
+
+    async def _write_record(self, tid: str, value: bytes | None) -> None:
+        """The id's record (None: its tombstone), written with acks=all."""
+        partition = self.replicas.leader_partition(TRANSACTION_TOPIC, self.partition_of(tid))
         partition.check_enough_replicas()
-        record = Record(
-            0, now_ms(), transaction_key(metadata.transactional_id), transaction_value(metadata)
-        )
+        record = Record(0, now_ms(), transaction_key(tid), value)
         epoch = partition.leader_epoch
         appended = partition.append(build_batch([record]))
         await until_replicated(partition, appended, epoch, WRITE_TIMEOUT_S)
@@ -376,6 +377,7 @@ class TransactionService:
         )
         while True:
             await asyncio.sleep(interval / 1000)
+            await self._expire_ids()
             try:
                 expired = self.machine.abort_expired(now_ms())
             except Exception:
@@ -392,6 +394,20 @@ class TransactionService:
                 except Exception:
                     log.exception("aborting an expired transaction failed")
                     self.machine.write_failed(decision.write.transactional_id)
+
+    async def _expire_ids(self) -> None:
+        """transactional.id.expiration.ms: an id idle that long is forgotten, with a
+        tombstone that lets the compacted topic forget it too."""
+        expiration = self.config.get_int("transactional.id.expiration.ms")
+        for tid in self.machine.expire_ids(now_ms(), expiration):
+            try:
+                await self._write_record(tid, None)
+            except KafkaError as exc:
+                log.info("transactional id not expired yet", extra={"error": str(exc)})
+                self.machine.write_failed(tid)
+                continue
+            self.machine.forget(tid)
+            log.info("transactional id expired", extra={"transactional_id": tid})
 
     @staticmethod
     async def _logged(work: Coroutine[None, None, None]) -> None:
