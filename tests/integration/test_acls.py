@@ -376,3 +376,31 @@ def as_uuid(topic_id: Any) -> uuid.UUID:
     high = topic_id.get_most_significant_bits() & (2**64 - 1)
     low = topic_id.get_least_significant_bits() & (2**64 - 1)
     return uuid.UUID(int=(high << 64) | low)
+
+
+def test_a_transactional_id_needs_its_own_acl(secured: BrokerProcess) -> None:
+    # alice may write the topic (and her idempotent producer works), but a transactional
+    # producer also needs WRITE on its transactional id: refused without it, with Kafka's
+    # fatal TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and working once it is granted.
+    topic, tid = unique("txn-acl"), unique("alice-tx")
+    topics(secured, topic)
+    admin = admin_of(secured)
+    create_acls(
+        admin,
+        allow("User:alice", topic, AclOperation.WRITE),
+        allow("User:alice", topic, AclOperation.DESCRIBE),
+    )
+    alice = client_config(secured, "alice", "alice-secret")
+    assert produce_error({**alice, "enable.idempotence": True}, topic) is None
+    refused = Producer({**alice, "transactional.id": tid})
+    with pytest.raises(KafkaException) as error:
+        refused.init_transactions(15)
+    assert error.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert "User:alice" in secured.logs() and tid in secured.logs()
+
+    create_acls(admin, allow("User:alice", tid, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID))
+    granted = Producer({**alice, "transactional.id": tid})
+    granted.init_transactions(15)
+    granted.begin_transaction()
+    granted.produce(topic, value=b"in a transaction")
+    granted.commit_transaction(15)
