@@ -47,6 +47,7 @@ from kafka.admin import (
 from kafka.admin import ResourceType as KafkaPythonResourceType
 from kafka.errors import ClusterAuthorizationFailedError
 from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.producer import WriteTxnMarkersRequest
 
 from partita.client.connection import BrokerConnection
 from partita.client.security import ClientSecurity
@@ -404,3 +405,27 @@ def test_a_transactional_id_needs_its_own_acl(secured: BrokerProcess) -> None:
     granted.begin_transaction()
     granted.produce(topic, value=b"in a transaction")
     granted.commit_transaction(15)
+
+
+def test_only_a_broker_may_write_transaction_markers(secured: BrokerProcess) -> None:
+    # WriteTxnMarkers ends any producer's transaction: CLUSTER_ACTION only. alice, who may
+    # write the topic, gets CLUSTER_AUTHORIZATION_FAILED for every partition, and nothing
+    # is appended.
+    topic = unique("markers")
+    topics(secured, topic)
+    create_acls(admin_of(secured), allow("User:alice", topic, AclOperation.WRITE))
+    marker = WriteTxnMarkersRequest.WritableTxnMarker(
+        producer_id=1, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
+        topics=[WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic(
+            name=topic, partition_indexes=[0])],
+    )  # fmt: skip
+    response = asyncio.run(as_alice(secured, WriteTxnMarkersRequest(version=1, markers=[marker])))
+    (result,) = response.markers
+    assert [p.error_code for t in result.topics for p in t.partitions] == [
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    ]
+    consumer = Consumer({**client_config(secured, "admin", "admin-secret"), "group.id": "m"})
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition(topic, 0), 10) == (0, 1)
+    finally:
+        consumer.close()
