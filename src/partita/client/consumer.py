@@ -29,6 +29,7 @@ from partita.errors import (
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
+from partita.protocol.aborted_batches import aborted_batch_positions
 from partita.protocol.consumer_requests import FetchRequestV11, ListOffsetsRequestV7
 from partita.protocol.fetch_response import decode_fetch_response_v11
 from partita.protocol.fetched_batches import end_of_whole_batches
@@ -48,6 +49,17 @@ OFFSET_OUT_OF_RANGE = 1
 RETRIABLE_LIST_OFFSETS_ERRORS = frozenset({5, 6, 74, 75, 78})
 LIST_OFFSETS_TIMEOUT_S = 60.0  # Kafka's default.api.timeout.ms
 RETRY_BACKOFF_S = 0.1  # retry.backoff.ms
+
+
+@dataclass(slots=True)
+class _Fetched:
+    """One partition's part of a fetch response, not yet decoded."""
+
+    tp: TopicPartition
+    state: _PartitionState
+    start: int  # the position the fetch asked from
+    data: bytes | memoryview
+    aborted: list[tuple[int, int]] | None  # read_committed: (producer id, first offset)
 
 
 @dataclass(slots=True)
@@ -504,12 +516,12 @@ class AsyncConsumer:
         # buffered, so an application that stops polling stops the fetching too.
         if arrived and self._ahead is None and len(self._chunks) < 2:
             self._ahead = asyncio.create_task(self._fetch_once(self.fetch_max_wait_ms / 1000))
-        for tp, state, start, data in arrived:
-            self._absorb(tp, state, start, data)
+        for fetched in arrived:
+            self._absorb(fetched)
 
     async def _fetch_from(
         self, leader: int, partitions: list[TopicPartition], wait: float
-    ) -> list[tuple[TopicPartition, _PartitionState, int, bytes | memoryview]]:
+    ) -> list[_Fetched]:
         """Fetch from one leader; moves each position past the whole batches that arrived
         and returns them, still undecoded, with the position they start from."""
         request = fetch_request(
@@ -524,7 +536,7 @@ class AsyncConsumer:
         epochs = {tp: self._partitions[tp].epoch for tp in partitions}
         connection = await self.cluster.connection(leader)
         response = await connection.request(request, decoder=decode_fetch_response_v11)
-        arrived: list[tuple[TopicPartition, _PartitionState, int, bytes | memoryview]] = []
+        arrived: list[_Fetched] = []
         for topic in response.responses:
             for p in topic.partitions:
                 tp = (topic.topic, p.partition_index)
@@ -549,14 +561,13 @@ class AsyncConsumer:
                 start = state.position or 0
                 state.position = end_of_whole_batches(data, start)
                 if state.position > start:
-                    arrived.append((tp, state, start, data))
+                    arrived.append(_Fetched(tp, state, start, data, p.aborted_transactions))
         return arrived
 
-    def _absorb(
-        self, tp: TopicPartition, state: _PartitionState, position: int, data: bytes | memoryview
-    ) -> None:
+    def _absorb(self, arrived: _Fetched) -> None:
+        tp, state, position = arrived.tp, arrived.state, arrived.start
         try:
-            fetched = self._decode(tp, state, data, position)
+            fetched = self._decode(arrived)
         except Exception:
             # Not delivered, so not skipped: back to where these records start, and the
             # fetch already sent for what follows them is thrown away.
@@ -566,10 +577,10 @@ class AsyncConsumer:
         if fetched:
             self._chunks.append(_Chunk(tp, fetched))
 
-    def _decode(
-        self, tp: TopicPartition, state: _PartitionState, data: bytes | memoryview, position: int
-    ) -> list[ConsumerRecord]:
-        return read_batches(tp, data, position, self.check_crcs)
+    def _decode(self, arrived: _Fetched) -> list[ConsumerRecord]:
+        # read_uncommitted fetches carry no aborted transactions: nothing is skipped.
+        skip = aborted_batch_positions(arrived.data, arrived.aborted)
+        return read_batches(arrived.tp, arrived.data, arrived.start, self.check_crcs, skip)
 
     def highwater(self, tp: TopicPartition) -> int:
         return self._partitions[tp].high_watermark

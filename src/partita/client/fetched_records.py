@@ -23,7 +23,7 @@ UTF-8 as Java does.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import NamedTuple
 
 from aiokafka.errors import CorruptRecordException
@@ -54,10 +54,15 @@ _new = tuple.__new__
 
 
 def read_batches(
-    tp: TopicPartition, data: bytes | memoryview, start: int, check_crcs: bool
+    tp: TopicPartition,
+    data: bytes | memoryview,
+    start: int,
+    check_crcs: bool,
+    skip: Container[int] = frozenset(),
 ) -> list[ConsumerRecord]:
     """The records at offsets ``start`` and after, in the whole batches of ``data``, with
-    aiokafka's compiled reader."""
+    aiokafka's compiled reader; the batches at the positions in ``skip`` (an aborted
+    transaction's, for read_committed) yield nothing."""
     topic, partition = tp
     view = memoryview(data)
     out: list[ConsumerRecord] = []
@@ -66,6 +71,8 @@ def read_batches(
             check_crc(view, pos, header)
         last = header.base_offset + header.last_offset_delta
         if header.attributes & CONTROL_BIT or last < start or not header.records_count:
+            continue
+        if pos in skip:
             continue
         batch = view[pos : pos + header.size]
         try:

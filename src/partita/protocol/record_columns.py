@@ -10,6 +10,7 @@ from Arrow's pool, whose pages are already mapped; fresh pages cost more than th
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -86,9 +87,11 @@ def decode_columns(
     check_crcs: bool = True,
     *,
     with_headers: bool = False,
+    skip: Container[int] = frozenset(),
 ) -> tuple[Columns | None, int]:
     """Records of the whole batches in ``data`` whose offsets are in ``[start, end)``, and
-    the offset where the next fetch continues; ``with_headers`` adds the headers column."""
+    the offset where the next fetch continues; ``with_headers`` adds the headers column.
+    The batches at the positions in ``skip`` (an aborted transaction's) are left out."""
     # Each batch's records as (bytes, start, end): uncompressed ones stay where they are
     # in ``data``; decompressed ones are new bytes.
     bodies: list[tuple[bytes | memoryview, int, int]] = []
@@ -103,7 +106,8 @@ def decode_columns(
         if check_crcs:
             check_crc(view, pos, header)
         batch_end = header.base_offset + header.last_offset_delta + 1
-        if not header.attributes & CONTROL_BIT and batch_end > start and header.records_count:
+        wanted = batch_end > start and header.records_count and pos not in skip
+        if wanted and not header.attributes & CONTROL_BIT:
             codec = Compression(header.attributes & COMPRESSION_MASK)
             if codec is Compression.NONE:
                 bodies.append((data, pos + HEADER_SIZE, pos + size))

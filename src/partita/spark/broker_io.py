@@ -67,8 +67,10 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
 class BrokerView:
     """Driver-side questions, answered over one connection per call."""
 
-    def __init__(self, bootstrap_servers: str, security: Security = ()) -> None:
+    def __init__(self, bootstrap_servers: str, security: Security = (), isolation: int = 0) -> None:
         self.bootstrap_servers = bootstrap_servers
+        # read_committed (1): "latest" is the last stable offset, not the high watermark.
+        self.isolation = isolation
         # The settings, not the TLS context they make: a streaming reader holding this is
         # pickled to the Python worker.
         self.security_settings = security
@@ -122,7 +124,10 @@ class BrokerView:
 
     async def _list_offsets(self, specs: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
         consumer = AsyncConsumer(
-            self.bootstrap_servers, client_id="partita-spark-driver", security=self.security
+            self.bootstrap_servers,
+            client_id="partita-spark-driver",
+            security=self.security,
+            isolation_level="read_committed" if self.isolation else "read_uncommitted",
         )
         try:
             await consumer.start()
@@ -146,8 +151,12 @@ def read_range(
     fail_on_data_loss: bool,
     poll_timeout_ms: int,
     security: Security = (),
+    isolation: int = 0,
 ) -> Iterator[pa.RecordBatch]:
-    """The records of one offset range as Arrow batches (an executor's whole job)."""
+    """The records of one offset range as Arrow batches (an executor's whole job).
+
+    read_committed (``isolation`` 1) reads up to the last stable offset and leaves out the
+    records of aborted transactions; the range was planned against that offset too."""
     loop = asyncio.new_event_loop()
     cluster = Cluster(bootstrap_servers, "partita-spark-reader", security=security_of(security))
     tp = (offset_range.topic, offset_range.partition)
@@ -156,7 +165,7 @@ def read_range(
     deadline = time.monotonic() + poll_timeout_ms / 1000
     # The fetch for the next position, sent before this response is decoded so that the
     # broker (another process, another core) works while this one does.
-    ahead: tuple[int, asyncio.Task[tuple[int, int, bytes | memoryview]]] | None = None
+    ahead: tuple[int, asyncio.Task[_Fetched]] | None = None
     try:
         while position < end:
             if ahead is not None and ahead[0] == position:
@@ -164,16 +173,17 @@ def read_range(
             else:
                 if ahead is not None:
                     loop.run_until_complete(_discard(ahead[1]))
-                fetched = loop.run_until_complete(_fetch(cluster, tp, position))
+                fetched = loop.run_until_complete(_fetch(cluster, tp, position, isolation))
             ahead = None
-            code, high_watermark, records = fetched
+            code, high_watermark, records, aborted = fetched
             following = end_of_whole_batches(records, position)
             if not code and position < following < min(end, high_watermark):
-                ahead = (following, loop.create_task(_fetch(cluster, tp, following)))
+                task = loop.create_task(_fetch(cluster, tp, following, isolation))
+                ahead = (following, task)
                 loop.run_until_complete(asyncio.sleep(0))  # the request goes out now
             if code == OFFSET_OUT_OF_RANGE:
                 position = _after_lost_data(
-                    bootstrap_servers, tp, position, fail_on_data_loss, security
+                    bootstrap_servers, tp, position, fail_on_data_loss, security, isolation
                 )
                 if position < 0:
                     break
@@ -183,7 +193,7 @@ def read_range(
                     raise KafkaError(f"fetching {tp[0]}-{tp[1]} failed with error {code}")
                 loop.run_until_complete(_refresh(cluster, tp[0]))
                 continue
-            advanced = builder.add_record_set(records, position, end)
+            advanced = builder.add_record_set(records, position, end, aborted)
             if advanced > position:
                 position = advanced
                 deadline = time.monotonic() + poll_timeout_ms / 1000
@@ -211,7 +221,7 @@ def read_range(
         loop.close()
 
 
-async def _discard(task: asyncio.Task[tuple[int, int, bytes | memoryview]]) -> None:
+async def _discard(task: asyncio.Task[_Fetched]) -> None:
     task.cancel()
     with contextlib.suppress(BaseException):
         await task
@@ -223,9 +233,10 @@ def _after_lost_data(
     position: int,
     fail_on_data_loss: bool,
     security: Security = (),
+    isolation: int = 0,
 ) -> int:
     """Where to continue when ``position`` is out of the log's range; -1 to stop."""
-    starts, ends = BrokerView(bootstrap_servers, security).bounds([tp])
+    starts, ends = BrokerView(bootstrap_servers, security, isolation).bounds([tp])
     earliest, latest = starts[tp], ends[tp]
     message = (
         f"{tp[0]}-{tp[1]}: offset {position} is out of range (the log now holds "
@@ -236,29 +247,34 @@ def _after_lost_data(
     return earliest if position < earliest else -1
 
 
-async def _fetch(
-    cluster: Cluster, tp: TopicPartition, position: int
-) -> tuple[int, int, bytes | memoryview]:
-    """(error code, high watermark, records) of one fetch; the records are a view of the
-    response frame (decoded without a copy)."""
+# (error code, where readable records end, records, aborted transactions) of one fetch.
+_Fetched = tuple[int, int, bytes | memoryview, list[tuple[int, int]] | None]
+
+
+async def _fetch(cluster: Cluster, tp: TopicPartition, position: int, isolation: int) -> _Fetched:
+    """One fetch; the records are a view of the response frame (decoded without a copy).
+    Readable records end at the high watermark, or for read_committed the last stable
+    offset."""
     info = await cluster.topic(tp[0], auto_create=False)
     leader = info.leaders.get(tp[1], -1)
     if leader < 0:
-        return UNKNOWN_TOPIC_OR_PARTITION, -1, b""
+        return UNKNOWN_TOPIC_OR_PARTITION, -1, b"", None
     request = fetch_request(
         {tp: position},
         wait_ms=500,
         min_bytes=1,
         max_bytes=FETCH_MAX_BYTES,
         partition_max_bytes=FETCH_MAX_BYTES,
+        isolation=isolation,
     )
     connection = await cluster.connection(leader)
     response = await connection.request(request, decoder=decode_fetch_response_v11)
     for topic in response.responses:
         for p in topic.partitions:
             if p.partition_index == tp[1]:
-                return p.error_code, p.high_watermark, p.records or b""
-    return UNKNOWN_TOPIC_OR_PARTITION, -1, b""
+                end = p.last_stable_offset if isolation else p.high_watermark
+                return p.error_code, end, p.records or b"", p.aborted_transactions
+    return UNKNOWN_TOPIC_OR_PARTITION, -1, b"", None
 
 
 async def _refresh(cluster: Cluster, topic: str) -> None:

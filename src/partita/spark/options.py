@@ -119,6 +119,9 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = 120_000
+    # kafka.isolation.level: 1 reads only committed transactions, up to the last stable
+    # offset; 0 (Spark's default, read_uncommitted) reads up to the high watermark.
+    isolation: int = 0
     security: Security = field(default=(), repr=False)  # passwords
 
 
@@ -295,9 +298,9 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
     streaming reads share (used when Spark asks for the schema, before it says which)."""
     lowered = _lower(options)
     bootstrap = _bootstrap(lowered)
-    security = _security(
-        _client_options(lowered, _SOURCE_OPTIONS, _REFUSED_CONSUMER_OPTIONS, "source")
-    )
+    passed = _client_options(lowered, _SOURCE_OPTIONS, _REFUSED_CONSUMER_OPTIONS, "source")
+    security = _security(passed)
+    isolation = _isolation(passed.get("isolation.level", "read_uncommitted"))
     subscription = _subscription(lowered)
     starting = _offset_spec(lowered, "startingoffsets", "latest" if streaming else "earliest")
     ending = _offset_spec(lowered, "endingoffsets", "latest")
@@ -369,8 +372,18 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
         fail_on_data_loss=_bool(lowered, "failondataloss", True),
         include_headers=_bool(lowered, "includeheaders", False),
         poll_timeout_ms=_int(lowered, "kafkaconsumer.polltimeoutms") or 120_000,
+        isolation=isolation,
         security=security,
     )
+
+
+def _isolation(level: str) -> int:
+    chosen = level.strip().lower()
+    if chosen not in ("read_uncommitted", "read_committed"):
+        raise OptionError(
+            f"kafka.isolation.level must be read_uncommitted or read_committed, not {level!r}"
+        )
+    return 1 if chosen == "read_committed" else 0
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:

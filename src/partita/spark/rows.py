@@ -25,6 +25,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from partita.protocol.aborted_batches import aborted_batch_positions
 from partita.protocol.record_columns import Columns, decode_columns
 
 
@@ -79,10 +80,22 @@ class RowBuilder:
     def __len__(self) -> int:
         return self.rows
 
-    def add_record_set(self, data: bytes | memoryview, start: int, end: int) -> int:
-        """Add every whole batch of a fetched record set; returns the next offset to fetch."""
+    def add_record_set(
+        self,
+        data: bytes | memoryview,
+        start: int,
+        end: int,
+        aborted: list[tuple[int, int]] | None = None,
+    ) -> int:
+        """Add every whole batch of a fetched record set, but those of the ``aborted``
+        transactions (read_committed); returns the next offset to fetch."""
         columns, next_offset = decode_columns(
-            data, start, end, self.check_crcs, with_headers=self.include_headers
+            data,
+            start,
+            end,
+            self.check_crcs,
+            with_headers=self.include_headers,
+            skip=aborted_batch_positions(data, aborted),
         )
         if columns is not None:
             self.chunks.append(columns)

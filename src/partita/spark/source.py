@@ -132,6 +132,7 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.Reco
         fail_on_data_loss=options.fail_on_data_loss,
         poll_timeout_ms=options.poll_timeout_ms,
         security=options.security,
+        isolation=options.isolation,
     )
 
 
@@ -145,7 +146,7 @@ class _Planner:
 
     def __init__(self, options: SourceOptions, *, wait_for_topics: bool) -> None:
         self.options = options
-        self.broker = BrokerView(options.bootstrap_servers, options.security)
+        self.broker = BrokerView(options.bootstrap_servers, options.security, options.isolation)
         self.wait_for_topics = wait_for_topics
         self._waiting_for: dict[str, int] = {}
 
