@@ -58,6 +58,7 @@ class _Fetched:
     tp: TopicPartition
     state: _PartitionState
     start: int  # the position the fetch asked from
+    end: int  # the offset after its whole batches
     data: bytes | memoryview
     aborted: list[tuple[int, int]] | None  # read_committed: (producer id, first offset)
 
@@ -82,6 +83,9 @@ class _Chunk:
 
     tp: TopicPartition
     records: list[ConsumerRecord]
+    # The offset after the fetched batches: the position once all are handed out, past
+    # what yielded no record (transaction markers, aborted or compacted-away records).
+    end: int
     next: int = 0
 
 
@@ -484,10 +488,12 @@ class AsyncConsumer:
             # What was handed out is what position() and commit() count as consumed;
             # records fetched but still buffered are not.
             state = self._partitions.get(chunk.tp)
-            if state is not None:
-                state.delivered = chunk.records[stop - 1].offset + 1
             if stop == len(chunk.records):
                 self._chunks.popleft()
+                if state is not None:
+                    state.delivered = chunk.end
+            elif state is not None:
+                state.delivered = chunk.records[stop - 1].offset + 1
         return out
 
     async def _fetch_once(self, wait: float) -> None:
@@ -561,7 +567,9 @@ class AsyncConsumer:
                 start = state.position or 0
                 state.position = end_of_whole_batches(data, start)
                 if state.position > start:
-                    arrived.append(_Fetched(tp, state, start, data, p.aborted_transactions))
+                    arrived.append(
+                        _Fetched(tp, state, start, state.position, data, p.aborted_transactions)
+                    )
         return arrived
 
     def _absorb(self, arrived: _Fetched) -> None:
@@ -574,8 +582,7 @@ class AsyncConsumer:
             state.position = position
             state.epoch += 1
             raise
-        if fetched:
-            self._chunks.append(_Chunk(tp, fetched))
+        self._chunks.append(_Chunk(tp, fetched, arrived.end))
 
     def _decode(self, arrived: _Fetched) -> list[ConsumerRecord]:
         # read_uncommitted fetches carry no aborted transactions: nothing is skipped.

@@ -31,6 +31,7 @@ from partita.client.connection import BrokerConnection
 from partita.client.error_names import describe_error_code
 from partita.client.partitioners import Partitioner, choose_partition, load_partitioner
 from partita.client.security import ClientSecurity
+from partita.client.transactions import State, TransactionError, Transactions
 from partita.errors import KafkaError
 from partita.protocol.compression import Compression
 from partita.protocol.produce_request import ProduceRequestV9
@@ -89,10 +90,13 @@ class _EncodedRecords:
     """A pre-encoded record set in the place of a batch builder: the producer only adds
     its id, epoch and sequence when the batch is closed."""
 
-    def __init__(self, records: RecordSet, timestamp: int, compression: Compression) -> None:
+    def __init__(
+        self, records: RecordSet, timestamp: int, compression: Compression, transactional: bool
+    ) -> None:
         self.records = records
         self.timestamp = timestamp
         self.compression = compression
+        self.transactional = transactional
         self.producer_state = (-1, -1, -1)
 
     def set_producer_state(self, producer_id: int, epoch: int, sequence: int) -> None:
@@ -107,6 +111,7 @@ class _EncodedRecords:
             producer_id=producer_id,
             producer_epoch=epoch,
             base_sequence=sequence,
+            transactional=self.transactional,
         )
 
 
@@ -142,8 +147,14 @@ class AsyncProducer:
         max_in_flight_requests_per_connection: int = 5,
         client_id: str = "partita-producer",
         security: ClientSecurity | Mapping[str, str] | None = None,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60_000,
+        max_block_ms: int = 60_000,
     ) -> None:
         self.acks = _acks(acks)
+        if transactional_id is not None and (self.acks != -1 or not enable_idempotence):
+            # Kafka's rule: a transactional producer is an idempotent one.
+            raise ValueError("a transactional producer needs acks=all and enable_idempotence")
         self.idempotent = enable_idempotence and self.acks == -1
         if max_in_flight_requests_per_connection < 1:
             raise ValueError("max_in_flight_requests_per_connection must be at least 1")
@@ -162,6 +173,17 @@ class AsyncProducer:
         self.delivery_timeout = delivery_timeout_ms / 1000
         self.cluster = Cluster(bootstrap_servers, client_id, security=security)
         self.producer_id, self.producer_epoch = -1, -1
+        self._txn = (
+            Transactions(
+                self.cluster,
+                transactional_id,
+                timeout_ms=transaction_timeout_ms,
+                retry_backoff_s=self.retry_backoff,
+                max_block_s=max_block_ms / 1000,
+            )
+            if transactional_id is not None
+            else None
+        )
         self._open: dict[tuple[str, int], _Batch] = {}
         # Closed batches waiting to be sent, oldest first, per partition.
         self._ready: dict[tuple[str, int], deque[_Batch]] = {}
@@ -182,7 +204,7 @@ class AsyncProducer:
 
     async def start(self) -> None:
         await self.cluster.refresh([])
-        if self.idempotent:
+        if self.idempotent and self._txn is None:  # a transactional id: init_transactions
             # A broker just started (Kafka's especially) may answer a retriable error
             # while its producer-id manager or coordinator loads: asked again, as the Java
             # client does, until delivery.timeout.ms.
@@ -229,6 +251,8 @@ class AsyncProducer:
         """Queue a record; the returned future resolves when the broker acknowledged it."""
         if self._closed:
             raise RuntimeError("the producer is closed")
+        if self._txn is not None:
+            self._txn.check(State.IN_TRANSACTION, doing="send outside a transaction")
         count = self._known_partition_count(topic) or await self._partition_count(topic)
         chosen = choose_partition(self.partitioner, topic, key, value, count, partition)
         timestamp = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
@@ -274,7 +298,7 @@ class AsyncProducer:
         open_batch = self._open.get((topic, partition))
         if open_batch is not None:  # records sent before these go first
             self._close_batch(open_batch)
-        encoded = _EncodedRecords(records, timestamp, self.compression)
+        encoded = _EncodedRecords(records, timestamp, self.compression, self._txn is not None)
         batch = _Batch(topic, partition, encoded, time.monotonic(), record_count=records.count)
         future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         batch.futures.append((future, timestamp))
@@ -314,7 +338,7 @@ class AsyncProducer:
             builder = DefaultRecordBatchBuilder(
                 magic=2,
                 compression_type=int(self.compression),
-                is_transactional=0,
+                is_transactional=int(self._txn is not None),
                 producer_id=-1,
                 producer_epoch=-1,
                 base_sequence=-1,
@@ -350,6 +374,8 @@ class AsyncProducer:
             for batch in list(self._open.values()):
                 if now - batch.created >= self.linger:
                     self._close_batch(batch)
+            if self._txn is not None:
+                await self._add_to_transaction()
             while sendable := self._take_sendable():
                 by_leader: dict[int, list[_Batch]] = {}
                 for b in sendable:
@@ -359,10 +385,27 @@ class AsyncProducer:
                 for leader, batches in by_leader.items():
                     await self._dispatch(leader, batches)
 
+    async def _add_to_transaction(self) -> None:
+        """AddPartitionsToTxn for the partitions with a batch to send that the open
+        transaction does not have yet: no batch goes out before its partition is added."""
+        assert self._txn is not None
+        new = self._txn.unadded(self._ready)
+        if not new:
+            return
+        try:
+            await self._txn.add_partitions(new)
+        except Exception as exc:  # never let the sender die: these batches fail instead
+            code = exc.code if isinstance(exc, TransactionError) else -1
+            for key in new:
+                for batch in self._ready.pop(key, ()):
+                    self._fail(batch, code, ProduceError(code, str(exc)))
+
     def _take_sendable(self) -> list[_Batch]:
         """The oldest waiting batch of each partition that may send one more now."""
         sendable: list[_Batch] = []
         for key, queue in list(self._ready.items()):
+            if self._txn is not None and key not in self._txn.partitions:
+                continue  # not yet added to the transaction
             in_flight = self._in_flight.get(key, 0)
             if in_flight >= self.max_in_flight or (in_flight and key in self._retrying):
                 continue
@@ -422,7 +465,8 @@ class AsyncProducer:
         for b in batches:
             assert b.encoded is not None, "a batch is encoded when it closes"
             by_topic.setdefault(b.topic, []).append((b.partition, b.encoded))
-        return ProduceRequestV9(self.acks, 30_000, list(by_topic.items()))
+        tid = self._txn.transactional_id if self._txn is not None else None
+        return ProduceRequestV9(self.acks, 30_000, list(by_topic.items()), tid)
 
     async def _handle_answer(
         self,
@@ -519,10 +563,7 @@ class AsyncProducer:
                 self._resequence_from[key] = min(earliest, batch.sequence)
                 self._retrying.add(key)
             error = ProduceError(code, f"{batch.topic}-{batch.partition}: {message or code}")
-            for future, _ts in batch.futures:
-                if not future.done():
-                    future.set_exception(error)
-            self._finish(batch)
+            self._fail(batch, code, error)
         if not retry:
             return
         await asyncio.sleep(self.retry_backoff)
@@ -535,6 +576,55 @@ class AsyncProducer:
             position = next((i for i, b in enumerate(queue) if b.order > batch.order), len(queue))
             queue.insert(position, batch)
         self._wake.set()
+
+    def _fail(self, batch: _Batch, code: int, error: ProduceError) -> None:
+        for future, _ts in batch.futures:
+            if not future.done():
+                future.set_exception(error)
+        if self._txn is not None:
+            self._txn.fail(error, code)  # the transaction must now be aborted
+        self._finish(batch)
+
+    # -- transactions ----------------------------------------------------------------
+
+    def _transactions(self) -> Transactions:
+        if self._txn is None:
+            raise TransactionError(-1, "transactions need a transactional_id")
+        return self._txn
+
+    async def init_transactions(self) -> None:
+        """Register the transactional id with its coordinator: earlier producers with the
+        same id are fenced, and a transaction one of them left open is ended first."""
+        txn = self._transactions()
+        self.producer_id, self.producer_epoch = await txn.init()
+        self._sequences.clear()  # a new epoch numbers from 0
+
+    def begin_transaction(self) -> None:
+        self._transactions().begin()
+
+    async def send_offsets_to_transaction(
+        self, offsets: Mapping[tuple[str, int], int], group_id: str
+    ) -> None:
+        """Commit ``offsets`` (the next offset to read, per partition) for ``group_id``
+        with the open transaction: visible to the group only if it commits."""
+        await self._transactions().send_offsets(dict(offsets), group_id)
+
+    async def commit_transaction(self) -> None:
+        """Deliver everything sent in the transaction, then commit it. If a record could
+        not be delivered the transaction cannot commit: this raises and the transaction
+        must be aborted."""
+        txn = self._transactions()
+        txn.check(State.IN_TRANSACTION, doing="commit a transaction")
+        await self.flush()
+        await txn.end(commit=True)
+
+    async def abort_transaction(self) -> None:
+        """Abort the open transaction: what it wrote is never read by read_committed
+        consumers. Records still queued are sent first (they are aborted with it)."""
+        txn = self._transactions()
+        txn.check(State.IN_TRANSACTION, State.ABORTABLE_ERROR, doing="abort a transaction")
+        await self.flush()
+        await txn.end(commit=False)
 
     # -- finishing -----------------------------------------------------------------
 
@@ -555,4 +645,6 @@ class AsyncProducer:
             self._sender.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sender
+        if self._txn is not None:
+            await self._txn.close()
         await self.cluster.close()

@@ -53,10 +53,12 @@ class ProduceRequestV9:
         acks: int,
         timeout_ms: int,
         topics: Sequence[tuple[str, Sequence[tuple[int, Records]]]],
+        transactional_id: str | None = None,
     ) -> None:
         self.acks = acks
         self.timeout_ms = timeout_ms
         self.topics = topics
+        self.transactional_id = transactional_id
 
     def frame_chunks(self, correlation_id: int, client_id: str | None) -> list[Records]:
         """The whole frame, size prefix first, as chunks to write one after another."""
@@ -64,7 +66,10 @@ class ProduceRequestV9:
         pending = bytearray()
         chunks: list[Records] = []
         pending += _NO_TAGS  # request header v2: tagged fields
-        pending += b"\x00"  # transactional id: null
+        # transactional id: a compact nullable string (0 is null)
+        pending += (
+            b"\x00" if self.transactional_id is None else _compact_string(self.transactional_id)
+        )
         pending += _ACKS_TIMEOUT.pack(self.acks, self.timeout_ms)
         pending += encode_uvarint(len(self.topics) + 1)
         for name, partitions in self.topics:

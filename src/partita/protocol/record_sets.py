@@ -21,6 +21,7 @@ from partita.protocol.record_batch import (
     LOG_OVERHEAD,
     MAGIC_V2,
     NO_PARTITION_LEADER_EPOCH,
+    TRANSACTIONAL_BIT,
     compute_crc,
 )
 
@@ -56,6 +57,7 @@ def build_producer_batch(
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    transactional: bool = False,
 ) -> memoryview:
     """One v2 batch around an encoded record set, as a producer sends it.
 
@@ -77,7 +79,7 @@ def build_producer_batch(
         NO_PARTITION_LEADER_EPOCH,
         MAGIC_V2,
         0,  # CRC: computed below, over what follows it
-        int(compression),
+        int(compression) | (TRANSACTIONAL_BIT if transactional else 0),
         records.count - 1,
         timestamp,
         timestamp,
