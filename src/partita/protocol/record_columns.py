@@ -106,8 +106,8 @@ def decode_columns(
         if check_crcs:
             check_crc(view, pos, header)
         batch_end = header.base_offset + header.last_offset_delta + 1
-        wanted = batch_end > start and header.records_count and pos not in skip
-        if wanted and not header.attributes & CONTROL_BIT:
+        readable = batch_end > start and header.records_count and pos not in skip
+        if readable and not header.attributes & CONTROL_BIT:
             codec = Compression(header.attributes & COMPRESSION_MASK)
             if codec is Compression.NONE:
                 bodies.append((data, pos + HEADER_SIZE, pos + size))
