@@ -106,6 +106,19 @@ class Transactions:
         self._error: TransactionError | None = None
         self._coordinator: BrokerConnection | None = None
 
+    @classmethod
+    def resume(
+        cls, cluster: Cluster, transactional_id: str, producer_id: int, producer_epoch: int
+    ) -> Transactions:
+        """The open transaction of another producer instance, to be ended from here (a
+        two-phase commit: the tasks that wrote leave their transactions open, and one
+        process commits them all). The coordinator checks the id and epoch: if a newer
+        instance fenced this one, or the transaction timed out, ending it fails."""
+        txn = cls(cluster, transactional_id)
+        txn.producer_id, txn.producer_epoch = producer_id, producer_epoch
+        txn.state, txn._started = State.IN_TRANSACTION, True
+        return txn
+
     # -- the state ------------------------------------------------------------------
 
     def check(self, *allowed: State, doing: str) -> None:

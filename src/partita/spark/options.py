@@ -30,6 +30,10 @@ _REFUSED_CONSUMER_OPTIONS = {
 _REFUSED_PRODUCER_OPTIONS = {
     "key.serializer": "write the key column as binary or string",
     "value.serializer": "write the value column as binary or string",
+    "transactional.id": (
+        "set deliveryGuarantee=exactly-once (and transactionalIdPrefix): each task needs "
+        "an id of its own, which the sink derives"
+    ),
 }
 # Producer settings a writer maps onto partita's producer.
 _PRODUCER_OPTIONS = {
@@ -41,6 +45,7 @@ _PRODUCER_OPTIONS = {
     "enable.idempotence": "enable_idempotence",
     "retries": "retries",
     "delivery.timeout.ms": "delivery_timeout_ms",
+    "transaction.timeout.ms": "transaction_timeout_ms",
 }
 _SOURCE_OPTIONS = {
     "subscribe",
@@ -68,7 +73,13 @@ _SOURCE_OPTIONS = {
 # Options Spark itself passes to a source or sink along with the user's.
 _ENGINE_OPTIONS = {"path", "checkpointlocation", "queryname"}
 _SOURCE_OPTIONS |= _ENGINE_OPTIONS
-_SINK_OPTIONS = {"topic", "includeheaders"} | _ENGINE_OPTIONS
+_SINK_OPTIONS = {
+    "topic",
+    "includeheaders",
+    "deliveryguarantee",
+    "transactionalidprefix",
+    "writeversion",
+} | _ENGINE_OPTIONS
 
 
 class OptionError(ValueError):
@@ -131,6 +142,12 @@ class SinkOptions:
     topic: str | None
     producer: dict[str, Any] = field(default_factory=dict)
     security: Security = field(default=(), repr=False)  # passwords
+    # deliveryGuarantee=exactly-once: each task's rows in one transaction (spark/exactly_once).
+    exactly_once: bool = False
+    # The writer's stable name (default: the streaming query's id, or one per batch job).
+    transactional_id_prefix: str | None = None
+    # The write's version (default: the micro-batch id, or 0 for a batch job).
+    write_version: int | None = None
 
 
 def _security(passed: dict[str, str]) -> Security:
@@ -400,7 +417,13 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
                 f"Kafka producer option '{setting}' is not supported by the partita sink; "
                 f"supported: {', '.join(sorted(_PRODUCER_OPTIONS))}"
             )
-        if target in ("linger_ms", "batch_size", "retries", "delivery_timeout_ms"):
+        if target in (
+            "linger_ms",
+            "batch_size",
+            "retries",
+            "delivery_timeout_ms",
+            "transaction_timeout_ms",
+        ):
             try:
                 producer[target] = int(value)
             except ValueError:
@@ -418,4 +441,30 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         topic=topic or None,
         producer=producer,
         security=_security(passed),
+        **_delivery(lowered, producer),
     )
+
+
+def _delivery(options: dict[str, str], producer: dict[str, Any]) -> dict[str, Any]:
+    """The sink's delivery guarantee: at-least-once (Spark's) or exactly-once."""
+    guarantee = options.get("deliveryguarantee", "at-least-once").strip().lower()
+    if guarantee not in ("at-least-once", "exactly-once"):
+        raise OptionError(
+            f"deliveryGuarantee must be at-least-once or exactly-once, not {guarantee!r}"
+        )
+    exactly_once = guarantee == "exactly-once"
+    prefix = options.get("transactionalidprefix")
+    version = _int(options, "writeversion", minimum=0)
+    if not exactly_once:
+        for name in ("transactionalidprefix", "writeversion"):
+            if name in options:
+                raise OptionError(f"Option '{name}' needs deliveryGuarantee=exactly-once")
+        return {}
+    if producer.get("enable_idempotence") is False or str(producer.get("acks", "all")) not in (
+        "all",
+        "-1",
+    ):
+        raise OptionError("deliveryGuarantee=exactly-once needs acks=all and idempotence")
+    if prefix is not None and not prefix.strip():
+        raise OptionError("transactionalIdPrefix must not be empty")
+    return {"exactly_once": True, "transactional_id_prefix": prefix, "write_version": version}

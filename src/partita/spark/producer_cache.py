@@ -69,6 +69,11 @@ class ProducerCache:
         """``work(producer)`` on this process's loop, with a cached or new producer."""
         return self._process_loop().run_until_complete(self._run(options, work))
 
+    def run_on_loop(self, work: Awaitable[T]) -> T:
+        """``work`` on this process's loop, with no cached producer (the exactly-once sink
+        opens one per task: its transactional id is the task's)."""
+        return self._process_loop().run_until_complete(work)
+
     @property
     def idle_producers(self) -> int:
         return len(self._idle)

@@ -4,8 +4,11 @@ Columns: ``value`` (required), ``key``, ``topic`` (or the ``topic`` option, whic
 ``partition``, ``headers``; anything else is ignored, as in Spark's sink. Without a
 ``partition`` the producer's partitioner decides (murmur2 on the key, sticky when keyless).
 
-Delivery is at-least-once, like Spark's Kafka sink: a retried task writes its rows again.
-Every record therefore carries where it came from, so a consumer can drop the duplicates:
+Delivery is at-least-once by default, like Spark's Kafka sink: a retried task writes its
+rows again. ``deliveryGuarantee=exactly-once`` writes each task's rows in a Kafka
+transaction committed with the write (``spark.exactly_once``): read_committed readers see
+every row once. Every record carries where it came from, so an at-least-once reader can
+drop the duplicates:
 
 - ``spark.batch.id``: ``<query id>.<micro-batch id>`` for a streaming query (the query id
   survives restarts from the checkpoint, so a re-run micro-batch has the same one), or
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import secrets
 import time
 from collections import deque
@@ -53,6 +57,7 @@ from partita.client.partitioners import DefaultPartitioner
 from partita.client.producer import AsyncProducer, RecordMetadata
 from partita.errors import KafkaError
 from partita.protocol.bulk_records import encode_record_sets
+from partita.spark.exactly_once import Prepared, end_all, prepare
 from partita.spark.options import OptionError, SinkOptions
 from partita.spark.producer_cache import PRODUCERS
 from partita.spark.worker_gc import freeze_loaded_modules
@@ -67,6 +72,9 @@ class WrittenRows(WriterCommitMessage):
     task: int
     attempt: int
     rows: int
+    # exactly-once: the task's open transaction (None: nothing written, or this version
+    # had already committed for this task)
+    prepared: Prepared | None = None
 
 
 def check_schema(schema: StructType, options: SinkOptions) -> None:
@@ -288,10 +296,67 @@ def _write(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id: st
         (HEADER_BATCH, (_streaming_batch(context) or batch_id).encode()),
         (HEADER_TASK, str(task).encode()),
     ]
+    if options.exactly_once:
+        return _write_once(options, batches, batch_id, context, origin)
     rows = PRODUCERS.run(
         options, lambda producer: produce_batches(producer, options, batches, origin)
     )
     return WrittenRows(task=task, attempt=attempt, rows=rows)
+
+
+def _write_once(
+    options: SinkOptions,
+    batches: Iterator[pa.RecordBatch],
+    job_id: str,
+    context: TaskContext | None,
+    origin: list[tuple[str, bytes]],
+) -> WrittenRows:
+    """Exactly-once: the task's rows in one transaction, unless this write's version
+    already committed for this task (``spark.exactly_once``)."""
+    task = context.partitionId() if context else 0
+    attempt = context.attemptNumber() if context else 0
+    query = context.getLocalProperty("sql.streaming.queryId") if context else None
+    micro_batch = context.getLocalProperty("streaming.sql.batchId") if context else None
+    writer = options.transactional_id_prefix or (f"partita-sink-{query}" if query else None)
+    writer = writer or f"partita-sink-{job_id}"
+    version = options.write_version
+    if version is None:
+        version = int(micro_batch) if micro_batch is not None else 0
+    first = next(batches, None)
+    if first is None:
+        return WrittenRows(task=task, attempt=attempt, rows=0)
+    first_topic = options.topic or _first_topic(first)
+    prepared, rows = PRODUCERS.run_on_loop(
+        prepare(
+            options,
+            writer,
+            version,
+            task,
+            first_topic,
+            lambda producer: produce_batches(
+                producer, options, itertools.chain([first], batches), origin
+            ),
+        )
+    )
+    return WrittenRows(task=task, attempt=attempt, rows=rows, prepared=prepared)
+
+
+def _end_transactions(
+    options: SinkOptions, messages: list[WriterCommitMessage | None], commit: bool
+) -> None:
+    """Phase two of the exactly-once mode: end the tasks' open transactions."""
+    prepared = [
+        m.prepared for m in messages if isinstance(m, WrittenRows) and m.prepared is not None
+    ]
+    if options.exactly_once and prepared:
+        PRODUCERS.run_on_loop(end_all(options, prepared, commit))
+
+
+def _first_topic(batch: pa.RecordBatch) -> str:
+    topics = _column(batch, "topic")
+    if not topics or topics[0] is None:
+        raise KafkaError("row 0 has a null topic and no topic option is set")
+    return str(topics[0])
 
 
 def _streaming_batch(context: TaskContext | None) -> str | None:
@@ -315,9 +380,17 @@ class PartitaWriter(DataSourceArrowWriter):
         return _write(self.options, iterator, self.write_id)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Rows are in the topics once each task's ``write`` returned: nothing to publish.
-        This runs in the worker that commits the job, which also collects per task."""
+        """At-least-once, rows are in the topics once each task's ``write`` returned;
+        exactly-once, the tasks' transactions commit now. This runs in the worker that
+        commits the job, which also collects per task."""
         freeze_loaded_modules()
+        _end_transactions(self.options, messages, commit=True)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """At-least-once, rows already produced stay; exactly-once, the transactions of
+        the tasks that finished are aborted (those that did not are aborted by the next
+        attempt, or by the transaction timeout)."""
+        _end_transactions(self.options, messages, commit=False)
 
 
 class PartitaStreamWriter(DataSourceStreamArrowWriter):
@@ -329,8 +402,12 @@ class PartitaStreamWriter(DataSourceStreamArrowWriter):
         return _write(self.options, iterator, "unknown")
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Rows are in the topic once ``write`` returned; nothing is left to publish."""
+        """At-least-once, rows are in the topic once ``write`` returned; exactly-once, the
+        tasks' transactions commit now, before Spark records the batch as done."""
         freeze_loaded_modules()
+        _end_transactions(self.options, messages, commit=True)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """At-least-once: rows already produced stay; the retry writes them again."""
+        """At-least-once: rows already produced stay; the retry writes them again.
+        Exactly-once: the finished tasks' transactions are aborted."""
+        _end_transactions(self.options, messages, commit=False)
