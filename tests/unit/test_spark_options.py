@@ -135,3 +135,47 @@ def test_sink_options_map_producer_settings() -> None:
         parse_sink_options({**BOOT, "kafka.buffer.memory": "1"})
     with pytest.raises(OptionError, match="must be an integer"):
         parse_sink_options({**BOOT, "kafka.linger.ms": "soon"})
+
+
+def test_the_source_reads_committed_only_when_asked() -> None:
+    base = {**BOOT, "subscribe": "t"}
+    assert parse_source_options(base, streaming=False).isolation == 0
+    chosen = {**base, "kafka.isolation.level": "READ_COMMITTED"}
+    assert parse_source_options(chosen, streaming=False).isolation == 1
+    with pytest.raises(OptionError, match="read_uncommitted or read_committed"):
+        parse_source_options({**base, "kafka.isolation.level": "serializable"}, streaming=False)
+
+
+def test_the_sink_is_at_least_once_unless_asked() -> None:
+    plain = parse_sink_options({**BOOT, "topic": "out"})
+    assert not plain.exactly_once and plain.write_version is None
+    once = parse_sink_options(
+        {
+            **BOOT,
+            "topic": "out",
+            "deliveryGuarantee": "exactly-once",
+            "transactionalIdPrefix": "report",
+            "writeVersion": "7",
+            "kafka.transaction.timeout.ms": "300000",
+        }
+    )
+    assert once.exactly_once
+    assert (once.transactional_id_prefix, once.write_version) == ("report", 7)
+    assert once.producer["transaction_timeout_ms"] == 300_000
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"deliveryGuarantee": "exactly-twice"}, "deliveryGuarantee must be"),
+        ({"writeVersion": "1"}, "needs deliveryGuarantee=exactly-once"),
+        ({"transactionalIdPrefix": "x"}, "needs deliveryGuarantee=exactly-once"),
+        ({"deliveryGuarantee": "exactly-once", "writeVersion": "-1"}, "must be >= 0"),
+        ({"deliveryGuarantee": "exactly-once", "kafka.acks": "1"}, "needs acks=all"),
+        ({"deliveryGuarantee": "exactly-once", "transactionalIdPrefix": " "}, "not be empty"),
+        ({"kafka.transactional.id": "mine"}, "each task needs"),
+    ],
+)
+def test_exactly_once_refusals(options: dict[str, str], message: str) -> None:
+    with pytest.raises(OptionError, match=message):
+        parse_sink_options({**BOOT, "topic": "out", **options})

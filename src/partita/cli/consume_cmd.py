@@ -93,9 +93,20 @@ def consume(
         help="How keys, values and header values are shown: text (UTF-8; bytes that are "
         "not become U+FFFD), hex or base64 (any bytes, exactly).",
     ),
+    isolation_level: str = typer.Option(
+        "read_uncommitted",
+        "--isolation-level",
+        help="read_committed: only committed transactions' records, up to the last stable "
+        "offset (where the oldest open transaction begins); read_uncommitted: everything "
+        "up to the high watermark, aborted records too.",
+    ),
     bootstrap: str = bootstrap_option(),
 ) -> None:
     """Print records. Example: partita consume events -o -10 --format json --encoding base64"""
+    if isolation_level not in ("read_uncommitted", "read_committed"):
+        raise fail(
+            f"--isolation-level must be read_uncommitted or read_committed, not {isolation_level!r}"
+        )
     if fmt not in FORMATS:
         raise fail(f"--format must be {', '.join(FORMATS)}, not {fmt!r}")
     if encoding not in ENCODINGS:
@@ -124,6 +135,7 @@ def consume(
             group_id=group_id,
             partition_assignment_strategy=["range"],
             security=client_settings(),
+            isolation_level=isolation_level,
         ) as consumer:
             await consumer.cluster.topic(topic, auto_create=False)
             consumer.subscribe([topic])
@@ -152,7 +164,10 @@ def consume(
         from partita.client.consumer import AsyncConsumer  # noqa: PLC0415
 
         async with AsyncConsumer(
-            bootstrap, auto_offset_reset=reset, security=client_settings()
+            bootstrap,
+            auto_offset_reset=reset,
+            security=client_settings(),
+            isolation_level=isolation_level,
         ) as consumer:
             info = await consumer.cluster.topic(topic, auto_create=False)
             tps = [(topic, p) for p in (partition or sorted(info.leaders))]

@@ -57,6 +57,11 @@ COMMANDS = {
         "app",
         "Consumer groups: members, committed offsets, lag; reset or delete offsets.",
     ),
+    "txn": LazyCommand(
+        "partita.cli.txn_cmd",
+        "app",
+        "Transactions: list and describe them, see a partition's producers, abort a hanging one.",
+    ),
     "cluster": LazyCommand(
         "partita.cli.cluster_cmd",
         "app",

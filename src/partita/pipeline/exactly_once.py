@@ -91,6 +91,14 @@ def check(produced: Produced, result: JobResult, base: Mapping[int, int] | None 
         problems.append(f"stream: ended at offsets {ends}, the partitions end at {wanted_ends}")
     if result.stream_rows_in != produced.total:
         problems.append(f"stream: read {result.stream_rows_in:,} rows of {produced.total:,}")
+    # The outputs, written in the sink's transactions.
+    for topic, written in sorted(result.written_out.items()):
+        records, distinct = result.committed_out.get(topic, (0, 0))
+        if records != written or distinct != records:
+            problems.append(
+                f"output '{topic}': {written:,} rows written, a read_committed reader finds "
+                f"{records:,} records, {distinct:,} distinct"
+            )
     if not problems:
         reused = any(base.values())
         verdict.summary = (
@@ -100,5 +108,11 @@ def check(produced: Produced, result: JobResult, base: Mapping[int, int] | None 
             f"micro-batches follow one another from offset {'b' if reused else '0'} to each "
             f"partition's end, {result.stream_rows_in:,} rows"
             + (" (b: where each partition ended before this run)" if reused else "")
+            + "; "
+            + ", ".join(
+                f"'{topic}' holds this run's {written:,} rows once each"
+                for topic, written in sorted(result.written_out.items())
+            )
+            + " (read_committed, from the sink's transactions)"
         )
     return verdict

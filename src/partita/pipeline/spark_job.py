@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import sys
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +57,11 @@ class JobResult:
     stream_offsets: list[tuple[dict[int, int], dict[int, int], int]] = field(default_factory=list)
     # sha256 of each result table's rows, sorted: equal results, equal fingerprints.
     fingerprints: dict[str, str] = field(default_factory=dict)
+    # Each output topic as a read_committed reader sees what this run wrote there:
+    # (records, distinct values) from where the topic ended before the run.
+    committed_out: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # The rows this run wrote (or meant to write) to each output topic.
+    written_out: dict[str, int] = field(default_factory=dict)
 
 
 def spark_session(
@@ -132,10 +138,48 @@ def kafka_options(bootstrap: str, security: Mapping[str, str] | None = None) -> 
     }
 
 
-def _to_topic(df: DataFrame, key: Any, kafka: dict[str, str], topic: str) -> None:
+def _to_topic(
+    df: DataFrame, key: Any, kafka: dict[str, str], topic: str, writer: str, version: int
+) -> None:
+    """Rows as JSON into ``topic``, exactly once: in the sink's transactions, named by
+    ``writer`` and ``version`` so that a re-run of the same write adds nothing."""
     df.select(
         key.cast("string").alias("key"), F.to_json(F.struct(*df.columns)).alias("value")
-    ).write.mode("append").format("partita").options(**kafka).option("topic", topic).save()
+    ).write.mode("append").format("partita").options(**kafka).option("topic", topic).option(
+        "deliveryGuarantee", "exactly-once"
+    ).option("transactionalIdPrefix", writer).option("writeVersion", str(version)).save()
+
+
+def committed_ends(kafka: dict[str, str], topic: str) -> dict[int, int]:
+    """Where ``topic`` ends now for a read_committed reader (empty if it does not exist)."""
+    from partita.spark.broker_io import BrokerView  # noqa: PLC0415
+    from partita.spark.options import Subscription, parse_sink_options  # noqa: PLC0415
+
+    options = parse_sink_options(kafka)
+    view = BrokerView(options.bootstrap_servers, options.security, isolation=1)
+    partitions = view.partitions(Subscription("subscribe", (topic,))).partitions
+    if not partitions:
+        return {}
+    _earliest, latest = view.bounds(partitions)
+    return {p: offset for (_t, p), offset in latest.items()}
+
+
+def count_committed(
+    spark: SparkSession, kafka: dict[str, str], topic: str, since: Mapping[int, int]
+) -> tuple[int, int]:
+    """(records, distinct values) a read_committed reader finds in ``topic`` after
+    ``since``: what this run's exactly-once writes left there."""
+    reader = (
+        spark.read.format("partita")
+        .options(**kafka)
+        .option("subscribe", topic)
+        .option("kafka.isolation.level", "read_committed")
+    )
+    if since:
+        reader = reader.option("startingOffsets", offsets_option(topic, since))
+    values = reader.load().select("value")
+    row = values.agg(F.count("*").alias("n"), F.countDistinct("value").alias("d")).first()
+    return (int(row.n), int(row.d)) if row is not None else (0, 0)
 
 
 def offsets_option(topic: str, offsets: Mapping[int, int]) -> str:
@@ -217,18 +261,20 @@ def run_batch(
     route_rows = spark.createDataFrame(routes.collect(), routes.schema).cache()
     carrier_rows.write.mode("overwrite").parquet(str(out_dir / "carrier_on_time.parquet"))
     route_rows.write.mode("overwrite").parquet(str(out_dir / "route_on_time.parquet"))
-    _to_topic(carrier_rows, F.concat(F.lit("carrier:"), F.col("carrier")), kafka, REPORT_TOPIC)
-    _to_topic(
-        route_rows,
-        F.concat(F.lit("route:"), F.col("origin"), F.lit("-"), F.col("dest")),
-        kafka,
-        REPORT_TOPIC,
-    )
+    # One writer per run: the report's two writes are its versions 0 and 1.
+    writer = f"flights-report-{uuid.uuid4().hex[:12]}"
+    before = committed_ends(kafka, REPORT_TOPIC)
+    carrier_key = F.concat(F.lit("carrier:"), F.col("carrier"))
+    _to_topic(carrier_rows, carrier_key, kafka, REPORT_TOPIC, writer, 0)
+    route_key = F.concat(F.lit("route:"), F.col("origin"), F.lit("-"), F.col("dest"))
+    _to_topic(route_rows, route_key, kafka, REPORT_TOPIC, writer, 1)
+    result.committed_out[REPORT_TOPIC] = count_committed(spark, kafka, REPORT_TOPIC, before)
     result.carriers = [r.asDict() for r in carrier_rows.orderBy(F.desc("on_time_pct")).collect()]
     result.routes = [r.asDict() for r in route_rows.orderBy(F.desc("flights")).limit(8).collect()]
     result.rows_out["carrier_on_time"] = len(result.carriers)
     all_routes = route_rows.collect()
     result.rows_out["route_on_time"] = len(all_routes)
+    result.written_out[REPORT_TOPIC] = len(result.carriers) + len(all_routes)
     result.fingerprints["carrier_on_time"] = fingerprint(carrier_rows.collect())
     result.fingerprints["route_on_time"] = fingerprint(all_routes)
     flights.unpersist()
@@ -276,11 +322,14 @@ def run_streaming(
         )
     )
     hourly_path = str(out_dir / "hourly_departures.parquet")
+    writer = _checkpoint_writer(checkpoint)
+    before = committed_ends(kafka, HOURLY_TOPIC)
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         batch.persist()
         batch.write.mode("append").parquet(hourly_path)
-        _to_topic(batch, F.col("origin"), kafka, HOURLY_TOPIC)
+        # The micro-batch id is the version: a batch re-run after a failure adds nothing.
+        _to_topic(batch, F.col("origin"), kafka, HOURLY_TOPIC, writer, batch_id)
         result.hourly_windows += batch.count()
         batch.unpersist()
 
@@ -307,10 +356,23 @@ def run_streaming(
                 )
             )
     result.rows_out["hourly_departures"] = result.hourly_windows
+    result.written_out[HOURLY_TOPIC] = result.hourly_windows
+    result.committed_out[HOURLY_TOPIC] = count_committed(spark, kafka, HOURLY_TOPIC, before)
     hourly_rows = spark.read.parquet(hourly_path)
     result.fingerprints["hourly_departures"] = fingerprint(hourly_rows.collect())
     busiest = hourly_rows.orderBy(F.desc("departures")).limit(5)
     result.busiest_hours = [r.asDict() for r in busiest.collect()]
+
+
+def _checkpoint_writer(checkpoint: Path) -> str:
+    """The sink's writer name for the stream, kept in its checkpoint: a restart from the
+    checkpoint re-runs micro-batches under the same name (so they are written once), and
+    a new checkpoint, whose batch ids start again at 0, gets a new one."""
+    path = checkpoint / "partita-writer"
+    if not path.exists():
+        checkpoint.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"flights-hourly-{uuid.uuid4().hex[:12]}\n")
+    return path.read_text().strip()
 
 
 def _offsets(reported: Any, topic: str) -> dict[int, int]:
