@@ -19,6 +19,7 @@ from pyspark import SparkConf
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
+from partita.errors import KafkaError
 from partita.pipeline.quiet_spark import quiet_session
 from partita.pipeline.spark_cluster import LOCAL_MASTER, is_local, on_this_host, package_zip
 from partita.spark.source import PartitaDataSource
@@ -152,16 +153,28 @@ def _to_topic(
 
 def committed_ends(kafka: dict[str, str], topic: str) -> dict[int, int]:
     """Where ``topic`` ends now for a read_committed reader (empty if it does not exist)."""
-    from partita.spark.broker_io import BrokerView  # noqa: PLC0415
-    from partita.spark.options import Subscription, parse_sink_options  # noqa: PLC0415
+    import asyncio  # noqa: PLC0415
 
-    options = parse_sink_options(kafka)
-    view = BrokerView(options.bootstrap_servers, options.security, isolation=1)
-    partitions = view.partitions(Subscription("subscribe", (topic,))).partitions
-    if not partitions:
-        return {}
-    _earliest, latest = view.bounds(partitions)
-    return {p: offset for (_t, p), offset in latest.items()}
+    from partita.client.consumer import AsyncConsumer  # noqa: PLC0415
+
+    settings = {k.removeprefix("kafka."): v for k, v in kafka.items()}
+    bootstrap = settings.pop("bootstrap.servers")
+
+    async def ends() -> dict[int, int]:
+        async with AsyncConsumer(
+            bootstrap,
+            client_id="partita-pipeline",
+            security=settings,
+            isolation_level="read_committed",
+        ) as consumer:
+            try:
+                info = await consumer.cluster.topic(topic, auto_create=False)
+            except KafkaError:
+                return {}
+            found = await consumer.end_offsets([(topic, p) for p in sorted(info.leaders)])
+            return {p: offset for (_t, p), offset in found.items()}
+
+    return asyncio.run(ends())
 
 
 def count_committed(
