@@ -251,3 +251,63 @@ def test_an_idle_transactional_id_expires_for_good(broker_factory: type[BrokerPr
     assert "transactional id expired" in broker.logs()
     broker.restart()
     assert described() == TRANSACTIONAL_ID_NOT_FOUND  # the tombstone was replayed
+
+
+def test_aiokafkas_transactional_producer_and_read_committed_consumer(
+    txn_broker: BrokerProcess,
+) -> None:
+    # aiokafka speaks the transaction protocol on its own (not librdkafka's code): a
+    # committed and an aborted transaction, read by its read_committed consumer.
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: PLC0415
+    from aiokafka.structs import TopicPartition as AioTopicPartition  # noqa: PLC0415
+
+    async def run() -> tuple[list[str], list[str]]:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=txn_broker.bootstrap, transactional_id="aio-writer"
+        )
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for i in range(6):
+                    await producer.send(TOPIC, f"aio-kept-{i}".encode(), partition=i % 2)
+            await producer.begin_transaction()
+            for i in range(4):
+                await producer.send_and_wait(TOPIC, f"aio-dropped-{i}".encode(), partition=i % 2)
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+        seen: dict[str, list[str]] = {}
+        for isolation in ("read_committed", "read_uncommitted"):
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=txn_broker.bootstrap,
+                isolation_level=isolation,
+                enable_auto_commit=False,
+            )
+            await consumer.start()
+            try:
+                tps = [AioTopicPartition(TOPIC, p) for p in range(2)]
+                consumer.assign(tps)
+                await consumer.seek_to_beginning(*tps)
+                values: list[str] = []
+                deadline = time.monotonic() + 15
+                while time.monotonic() < deadline:
+                    batches = await consumer.getmany(timeout_ms=300)
+                    values += [r.value.decode() for rs in batches.values() for r in rs]
+                    if isolation == "read_committed" and len(values) >= 6:
+                        break
+                    if len(values) >= 10:
+                        break
+                seen[isolation] = values
+            finally:
+                await consumer.stop()
+        return seen["read_committed"], seen["read_uncommitted"]
+
+    import asyncio  # noqa: PLC0415
+
+    committed, everything = asyncio.run(run())
+    assert sorted(committed) == sorted(f"aio-kept-{i}" for i in range(6))
+    assert sorted(everything) == sorted(
+        [f"aio-kept-{i}" for i in range(6)] + [f"aio-dropped-{i}" for i in range(4)]
+    )
+    # librdkafka agrees, and sees no aborted record either.
+    assert sorted(_read(txn_broker, "read_committed", 6)) == sorted(committed)

@@ -350,7 +350,10 @@ class Transactions:
                         f"{name} for transactional id {self.transactional_id!r} did not "
                         f"succeed within {self.max_block:.0f} s: {describe_error_code(code)}",
                     )
-                await asyncio.sleep(self.retry_backoff)
+                # The previous transaction still completing (its markers being written)
+                # ends within milliseconds: asked again soon, as the Java producer does.
+                pause = 0.02 if code == CONCURRENT_TRANSACTIONS else self.retry_backoff
+                await asyncio.sleep(pause)
         finally:
             if group_coordinator is not None:
                 await group_coordinator.close()
