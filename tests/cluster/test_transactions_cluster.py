@@ -8,7 +8,10 @@ record of an aborted transaction."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -104,3 +107,98 @@ def test_the_coordinators_death_before_a_commit_loses_and_doubles_nothing(
     consumer.close()
     assert sorted(seen) == sorted(committed)
     assert not set(seen) & set(aborted)
+
+
+def _leader_of(cluster: LocalCluster, topic: str, partition: int) -> int:
+    async def ask() -> int:
+        async with AsyncAdmin(cluster.bootstrap) as admin:
+            (found,) = await admin.describe_topics([topic])
+            return next(p.leader for p in found.partitions if p.partition == partition)
+
+    return asyncio.run(ask())
+
+
+def _committed_count(bootstrap: str, topic: str) -> int:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "peek", "isolation.level": "read_committed"}
+    )
+    try:
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), 10)[1]
+            for p in range(PARTITIONS)
+        )
+    except KafkaException:  # a leader just died: no figure this time
+        return -1
+    finally:
+        consumer.close()
+
+
+@pytest.mark.timeout(420)
+def test_consume_transform_produce_across_a_leader_and_the_producer_killed(
+    cluster: LocalCluster,
+) -> None:
+    """A librdkafka worker reads 'ctp-in' and writes 'ctp-out' with its input offsets in
+    the same transaction. kill -9 of the leader of an output partition while it works,
+    then kill -9 of the worker itself (wherever it is: mid-batch or mid-commit); a new
+    worker with the same transactional id fences what the old one left open and goes on
+    from the group's committed offsets. The output holds each input exactly once."""
+    source, sink, total = "ctp-in", "ctp-out", 3000
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for name in (source, sink):
+        admin.create_topics([NewTopic(name, PARTITIONS, 3)])[name].result(30)
+    feeder = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 5})
+    for i in range(total):
+        feeder.produce(source, value=f"in-{i}".encode(), partition=i % PARTITIONS)
+    assert feeder.flush(30) == 0
+    worker = [
+        sys.executable, str(Path(__file__).with_name("ctp_worker.py")),
+        cluster.bootstrap, source, sink, "ctp", "ctp-worker", "20", "0.03",
+    ]  # fmt: skip
+
+    def wait_for_output(at_least: int, process: subprocess.Popen[bytes]) -> None:
+        deadline = time.monotonic() + 120
+        while _committed_count(cluster.bootstrap, sink) < at_least:
+            assert process.poll() is None, "the worker ended early"
+            assert time.monotonic() < deadline, "no progress"
+            time.sleep(0.05)
+
+    first = subprocess.Popen(worker, stderr=subprocess.PIPE)
+    try:
+        wait_for_output(300, first)
+        victim = _leader_of(cluster, sink, 0)
+        cluster.broker(victim).kill()
+        wait_for_output(1200, first)  # it went on past the failover
+        first.kill()  # SIGKILL, wherever it is
+        first.wait(10)
+        second = subprocess.Popen(worker, stderr=subprocess.PIPE)
+        _out, err = second.communicate(timeout=300)
+        assert second.returncode == 0, err.decode()[-4000:]
+    finally:
+        for process in (first,):
+            if process.poll() is None:
+                process.kill()
+    cluster.broker(victim).start()
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": "ctp-auditor",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(sink, p, 0) for p in range(PARTITIONS)])
+    seen: list[str] = []
+    deadline = time.monotonic() + 60
+    while len(seen) < total and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and not message.error():
+            seen.append(message.value().decode())
+    for _ in range(4):  # a record too many must show
+        message = consumer.poll(0.5)
+        if message is not None and not message.error():
+            seen.append(message.value().decode())
+    consumer.close()
+    duplicates = [v for v, n in Counter(seen).items() if n > 1]
+    assert not duplicates, f"{len(duplicates)} outputs twice, e.g. {duplicates[:3]}"
+    assert sorted(seen) == sorted(f"out-in-{i}" for i in range(total))

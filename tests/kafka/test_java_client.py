@@ -148,3 +148,26 @@ def test_java_consumers_share_a_group_cooperative_sticky(
     revoked0 = set().union(*(partitions(f) for m, f in run["REVOKE"] if m == "0"))
     assert revoked0 == final[1], run["REVOKE"]
     assert not any(partitions(f) for m, f in run["REVOKE"] if m == "1")
+
+
+@pytest.mark.parametrize("server", ["partita", "kafka"])
+def test_java_transactional_producer_and_read_committed_consumer(
+    client_check: JavaProgram, server: str, request: pytest.FixtureRequest
+) -> None:
+    """Kafka's Java producer commits, aborts and commits again (transaction version 1 on
+    partita; Kafka 4.4 as it is configured here); its read_committed consumer reads the
+    committed records once each and reaches the end, past the markers; read_uncommitted
+    reads the aborted ones too."""
+    bootstrap = request.getfixturevalue(server).bootstrap
+    create_topic(bootstrap, "java-txn", 3)
+    result = client_check.run("transactions", bootstrap, "java-txn", "java-txn-writer", "50")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    read: dict[str, list[str]] = defaultdict(list)
+    for line in result.stdout.splitlines():
+        isolation, value = line.split("\t")
+        read[isolation].append(value)
+    committed = sorted([f"kept-{i}" for i in range(50)] + [f"also-{i}" for i in range(50)])
+    assert sorted(read["read_committed"]) == committed
+    assert sorted(read["read_uncommitted"]) == sorted(
+        committed + [f"dropped-{i}" for i in range(50)]
+    )

@@ -10,6 +10,11 @@
 //       record, "ASSIGN|REVOKE|LOSE <member> <partitions>" per rebalance callback (LEAVE for
 //       the revoke that close() makes), "FINAL <member> <partitions>" at the end, then
 //       "COMMITTED <partition> <offset>" as the group's committed offsets
+//   transactions BOOTSTRAP TOPIC TRANSACTIONAL_ID COUNT
+//       a transactional producer commits COUNT records (kept-<i>), writes COUNT more
+//       (dropped-<i>) and aborts them, commits COUNT more (also-<i>); then a read_committed
+//       and a read_uncommitted consumer read the topic from the start to its end for their
+//       isolation; prints "<isolation> <value>" per record read
 // Output is tab-separated; the exit status is non-zero when anything failed.
 import java.time.Duration;
 import java.util.ArrayList;
@@ -62,6 +67,8 @@ public final class ClientCheck {
             case "produce" -> produce(args[1], args[2], Integer.parseInt(args[3]));
             case "consume" -> consume(args[1], args[2], args[3], args[4],
                     Integer.parseInt(args[5]), Integer.parseInt(args[6]), Long.parseLong(args[7]));
+            case "transactions" -> transactions(args[1], args[2], args[3],
+                    Integer.parseInt(args[4]));
             default -> throw new IllegalArgumentException("unknown mode " + args[0]);
         }
     }
@@ -80,6 +87,57 @@ public final class ClientCheck {
             for (int i = 0; i < count; i++) {
                 RecordMetadata meta = sent.get(i).get();
                 System.out.println("P\tkey-" + i + "\t" + meta.partition() + "\t" + meta.offset());
+            }
+        }
+    }
+
+    static void transactions(String bootstrap, String topic, String tid, int count)
+            throws Exception {
+        Properties props = settings();
+        props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, tid);
+        props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(props)) {
+            producer.initTransactions();
+            String[][] steps = {{"kept", "commit"}, {"dropped", "abort"}, {"also", "commit"}};
+            for (String[] step : steps) {
+                producer.beginTransaction();
+                for (int i = 0; i < count; i++) {
+                    producer.send(new ProducerRecord<>(topic, "k" + i, step[0] + "-" + i));
+                }
+                producer.flush();  // in the log before the abort: it has something to abort
+                if (step[1].equals("commit")) {
+                    producer.commitTransaction();
+                } else {
+                    producer.abortTransaction();
+                }
+            }
+        }
+        for (String isolation : new String[] {"read_committed", "read_uncommitted"}) {
+            Properties c = settings();
+            c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+            c.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
+            c.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+            c.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG,
+                    StringDeserializer.class.getName());
+            try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(c)) {
+                List<TopicPartition> partitions = consumer.partitionsFor(topic).stream()
+                        .map(p -> new TopicPartition(topic, p.partition())).toList();
+                consumer.assign(partitions);
+                consumer.seekToBeginning(partitions);
+                Map<TopicPartition, Long> ends = consumer.endOffsets(partitions);
+                long deadline = System.currentTimeMillis() + 30_000;
+                while (System.currentTimeMillis() < deadline
+                        && partitions.stream().anyMatch(tp -> consumer.position(tp) < ends.get(tp))) {
+                    for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                        System.out.println(isolation + "\t" + r.value());
+                    }
+                }
+                if (partitions.stream().anyMatch(tp -> consumer.position(tp) < ends.get(tp))) {
+                    System.err.println(isolation + ": did not reach the end " + ends);
+                    System.exit(1);
+                }
             }
         }
     }
