@@ -6,7 +6,8 @@ tests/cluster/test_transactions_cluster.py so that it can be killed with SIGKILL
 Reads SOURCE as a member of GROUP (read_committed), writes "out-<value>" to SINK and
 commits the input offsets in the same transaction, up to PER_TXN records at a time (100),
 pausing PAUSE_S seconds after each (0: a test slows it to kill things mid-way), until it
-has consumed every partition of SOURCE to its end; then exits 0. An abortable error
+has consumed every partition of SOURCE to its end; then exits 0. After each commit it
+prints "committed N" (records committed by this worker so far). An abortable error
 aborts the transaction and rewinds to the group's committed offsets; a fatal one (this
 worker was fenced) exits 3.
 """
@@ -38,8 +39,9 @@ def main() -> int:
     tps = [TopicPartition(source, p) for p in sorted(partitions)]
     consumer.assign(tps)
     ends = {tp.partition: consumer.get_watermark_offsets(tp, 30)[1] for tp in tps}
-    deadline = time.monotonic() + 100
+    deadline = time.monotonic() + 240
     report = time.monotonic() + 5
+    done = 0  # records this worker committed
     while time.monotonic() < deadline:
         messages = [m for m in consumer.consume(per_txn, 0.5) if not m.error()]
         if not messages:
@@ -62,6 +64,8 @@ def main() -> int:
                 consumer.position(tps), consumer.consumer_group_metadata(), 60
             )
             producer.commit_transaction(60)
+            done += len(messages)
+            print(f"committed {done}", flush=True)  # the test paces its faults by this
             time.sleep(pause)
         except KafkaException as exc:
             error = exc.args[0]
