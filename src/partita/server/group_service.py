@@ -77,6 +77,15 @@ class GroupService:
     )
     _ticker: asyncio.Task[None] | None = field(default=None, init=False)
 
+    def has_pending(self, group_id: str, topic: str, partition: int) -> bool:
+        """An open transaction holds an offset for this partition of the group: an
+        OffsetFetch that requires stable offsets is answered UNSTABLE_OFFSET_COMMIT."""
+        return any(
+            (g, t, p) == (group_id, topic, partition)
+            for held in self.pending.values()
+            for g, t, p, _offset in held
+        )
+
     def __post_init__(self) -> None:
         config = self.config
         self.partitions = config.get_int("offsets.topic.num.partitions")

@@ -348,8 +348,12 @@ def _committed_entries(
     partition_cls: Any,
     entries: _Committed,
     refused: dict[str, tuple[list[int], int]] | None = None,
+    unstable: Callable[[str, int], bool] | None = None,
 ) -> list[Any]:
-    """OffsetFetch topics; -1 and empty metadata where nothing is committed."""
+    """OffsetFetch topics; -1 and empty metadata where nothing is committed. With
+    ``unstable`` (the request requires stable offsets, KIP-447), a partition an open
+    transaction holds an offset for is answered UNSTABLE_OFFSET_COMMIT: the client asks
+    again once that transaction ended, rather than resume from an offset about to move."""
     denied = [
         topic_cls(
             name=name,
@@ -370,7 +374,9 @@ def _committed_entries(
         topic_cls(
             name=name,
             partitions=[
-                partition_cls(
+                _unstable_entry(partition_cls, p)
+                if unstable is not None and unstable(name, p)
+                else partition_cls(
                     partition_index=p,
                     committed_offset=v.offset if v else -1,
                     committed_leader_epoch=v.leader_epoch if v else -1,
@@ -382,6 +388,25 @@ def _committed_entries(
         )
         for name, parts in entries
     ]
+
+
+UNSTABLE_OFFSET_COMMIT = 88
+
+
+def _unstable_entry(partition_cls: Any, partition: int) -> Any:
+    return partition_cls(
+        partition_index=partition,
+        committed_offset=-1,
+        committed_leader_epoch=-1,
+        metadata="",
+        error_code=UNSTABLE_OFFSET_COMMIT,
+    )
+
+
+def _stability(broker: Broker, group_id: str, required: bool) -> Callable[[str, int], bool] | None:
+    if not required:
+        return None
+    return lambda topic, partition: broker.groups.has_pending(group_id, topic, partition)
 
 
 def handle_offset_fetch(
@@ -403,7 +428,13 @@ def handle_offset_fetch(
                 _FGroup(
                     group_id=g.group_id,
                     error_code=NONE,
-                    topics=_committed_entries(_FGroupTopic, _FGroupPartition, entries, refused),
+                    topics=_committed_entries(
+                        _FGroupTopic,
+                        _FGroupPartition,
+                        entries,
+                        refused,
+                        _stability(broker, g.group_id, request.require_stable),
+                    ),
                 )
             )
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
@@ -420,10 +451,13 @@ def handle_offset_fetch(
         return OffsetFetchResponse(throttle_time_ms=0, error_code=code, topics=[])
     entries = _fetch_group(access, broker, request.group_id, request.topics)
     refused = _refused_topics(access, request.topics)
+    required = context.api_version >= 7 and request.require_stable
     return OffsetFetchResponse(
         throttle_time_ms=0,
         error_code=NONE,
-        topics=_committed_entries(_FTopic, _FPartition, entries, refused),
+        topics=_committed_entries(
+            _FTopic, _FPartition, entries, refused, _stability(broker, request.group_id, required)
+        ),
     )
 
 
