@@ -168,6 +168,42 @@ class TransactionalIdNotFoundError(KafkaError):
     code = 105  # TRANSACTIONAL_ID_NOT_FOUND (DescribeTransactions)
 
 
+class CoordinatorLoadInProgressError(KafkaError):
+    code = 14  # COORDINATOR_LOAD_IN_PROGRESS
+
+
+class InvalidTxnStateError(KafkaError):
+    code = 48  # INVALID_TXN_STATE
+
+
+class ConcurrentTransactionsError(KafkaError):
+    """The id's previous transaction is still being written or completed: ask again."""
+
+    code = 51  # CONCURRENT_TRANSACTIONS
+
+
+class OperationNotAttemptedError(KafkaError):
+    """Another part of the same request failed, so this one was not tried."""
+
+    code = 55  # OPERATION_NOT_ATTEMPTED
+
+
+class UnknownProducerIdError(KafkaError):
+    code = 59  # UNKNOWN_PRODUCER_ID
+
+
+class UnstableOffsetCommitError(KafkaError):
+    """An open transaction holds an offset for the partition (OffsetFetch, KIP-447)."""
+
+    code = 88  # UNSTABLE_OFFSET_COMMIT
+
+
+class ProducerFencedError(KafkaError):
+    """A newer instance with the same transactional id bumped the epoch."""
+
+    code = 90  # PRODUCER_FENCED
+
+
 class TransactionCoordinatorFencedError(KafkaError):
     """A marker from a coordinator older than the one that last wrote for the producer."""
 

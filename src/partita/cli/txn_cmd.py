@@ -8,20 +8,13 @@ back; ``txn abort`` ends a transaction whose producer and coordinator are both g
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 import typer
 
-from partita.cli.common import (
-    bootstrap_option,
-    client_settings,
-    error_message,
-    fail,
-    stdout_console,
-)
+from partita.cli.common import bootstrap_option, client_settings, run_client, stdout_console
 
 if TYPE_CHECKING:
     from partita.client.cluster import Cluster
@@ -35,8 +28,8 @@ app = typer.Typer(
 
 
 def _run(bootstrap: str, action: Callable[[Cluster], Awaitable[T]]) -> T:
+    """``action`` over a cluster connection; a failure is one line and exit 1."""
     from partita.client.cluster import Cluster  # noqa: PLC0415
-    from partita.client.transaction_admin import TransactionAdminError  # noqa: PLC0415
 
     async def go() -> T:
         cluster = Cluster(bootstrap, "partita-cli", security=client_settings())
@@ -45,12 +38,7 @@ def _run(bootstrap: str, action: Callable[[Cluster], Awaitable[T]]) -> T:
         finally:
             await cluster.close()
 
-    try:
-        return asyncio.run(go())
-    except TransactionAdminError as exc:
-        raise fail(exc.message) from None
-    except Exception as exc:
-        raise fail(error_message(exc, bootstrap)) from None
+    return run_client(bootstrap, go())
 
 
 def _age(start_ms: int) -> str:

@@ -79,7 +79,9 @@ class TopicDescription:
     partitions: list[PartitionDescription]
 
 
-def _check(code: int, message: str | None, what: str) -> None:
+def check_answer(code: int, message: str | None, what: str) -> None:
+    """Raise AdminError for a non-zero error code: ``what`` failed, and why (the broker's
+    message, else the code's meaning)."""
     if code:
         if not message:
             missing = code == UNKNOWN_TOPIC_OR_PARTITION
@@ -134,7 +136,7 @@ class AsyncAdmin:
             CreateTopicsRequest(version=7, topics=[topic], timeout_ms=30_000, validate_only=False)
         )
         result = response.topics[0]
-        _check(result.error_code, result.error_message, f"cannot create topic {name!r}")
+        check_answer(result.error_code, result.error_message, f"cannot create topic {name!r}")
 
     async def delete_topic(self, name: str) -> None:
         response = await self._request(
@@ -145,7 +147,7 @@ class AsyncAdmin:
             )
         )
         result = response.responses[0]
-        _check(result.error_code, result.error_message, f"cannot delete topic {name!r}")
+        check_answer(result.error_code, result.error_message, f"cannot delete topic {name!r}")
 
     async def describe_topics(self, names: list[str] | None = None) -> list[TopicDescription]:
         response = await self._request(metadata_request(names))
@@ -188,7 +190,7 @@ class AsyncAdmin:
             )
         )
         result = response.results[0]
-        _check(result.error_code, result.error_message, f"cannot grow topic {name!r}")
+        check_answer(result.error_code, result.error_message, f"cannot grow topic {name!r}")
 
     async def describe_configs(self, topic: str) -> dict[str, tuple[str | None, int]]:
         """Config name -> (value, source) for a topic."""
@@ -205,7 +207,7 @@ class AsyncAdmin:
             )
         )
         result = response.results[0]
-        _check(result.error_code, result.error_message, f"cannot describe topic {topic!r}")
+        check_answer(result.error_code, result.error_message, f"cannot describe topic {topic!r}")
         return {c.name: (c.value, c.config_source) for c in result.configs}
 
     async def alter_configs(
@@ -226,7 +228,7 @@ class AsyncAdmin:
             )
         )
         result = response.responses[0]
-        _check(result.error_code, result.error_message, f"cannot change topic {topic!r}")
+        check_answer(result.error_code, result.error_message, f"cannot change topic {topic!r}")
 
     async def delete_records(self, topic: str, before: dict[int, int]) -> dict[int, int]:
         """Delete records below the given offset per partition; returns new start offsets."""
@@ -249,7 +251,9 @@ class AsyncAdmin:
         )
         out = {}
         for p in response.topics[0].partitions:
-            _check(p.error_code, None, f"cannot delete records of {topic}-{p.partition_index}")
+            check_answer(
+                p.error_code, None, f"cannot delete records of {topic}-{p.partition_index}"
+            )
             out[p.partition_index] = p.low_watermark
         return out
 
@@ -329,7 +333,7 @@ class AsyncAdmin:
                 timeout_ms=30_000,
             )
         )
-        _check(response.error_code, None, "cannot elect leaders")
+        check_answer(response.error_code, None, "cannot elect leaders")
         return {
             (r.topic, p.partition_id): (p.error_code, p.error_message)
             for r in response.replica_election_results
@@ -357,7 +361,7 @@ class AsyncAdmin:
                 ],
             )
         )
-        _check(response.error_code, response.error_message, "cannot reassign partitions")
+        check_answer(response.error_code, response.error_message, "cannot reassign partitions")
         return {
             (t.name, p.partition_index): (p.error_code, p.error_message)
             for t in response.responses
@@ -371,7 +375,7 @@ class AsyncAdmin:
         response = await self._to_controller(
             ListPartitionReassignmentsRequest(version=0, timeout_ms=30_000, topics=None)
         )
-        _check(response.error_code, response.error_message, "cannot list reassignments")
+        check_answer(response.error_code, response.error_message, "cannot list reassignments")
         return {
             (t.name, p.partition_index): (
                 list(p.replicas),
@@ -403,4 +407,4 @@ class AsyncAdmin:
             )
         )
         result = response.responses[0]
-        _check(result.error_code, result.error_message, "cannot set the replication throttle")
+        check_answer(result.error_code, result.error_message, "cannot set the replication throttle")

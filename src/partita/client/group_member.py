@@ -74,12 +74,21 @@ class GroupError(KafkaError):
         self.code = code
 
 
-async def find_coordinator(cluster: Cluster, group_id: str) -> BrokerConnection:
-    """A connection to the broker that coordinates ``group_id`` (FindCoordinator)."""
+GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator's key types
+
+
+async def find_coordinator(
+    cluster: Cluster, key: str, key_type: int = GROUP_KEY
+) -> BrokerConnection:
+    """A connection to the broker that coordinates ``key``, a group id or (``key_type``
+    TRANSACTION_KEY) a transactional id (FindCoordinator)."""
     connection = await cluster.any_connection()
-    response = await connection.request(FindCoordinatorRequest(version=3, key=group_id, key_type=0))
+    response = await connection.request(
+        FindCoordinatorRequest(version=3, key=key, key_type=key_type)
+    )
     if response.error_code:
-        raise GroupError(response.error_code, f"no coordinator for group {group_id!r} yet")
+        kind = "group" if key_type == GROUP_KEY else "transactional id"
+        raise GroupError(response.error_code, f"no coordinator for {kind} {key!r} yet")
     coordinator = BrokerConnection(
         response.host, response.port, cluster.client_id, security=cluster.security
     )

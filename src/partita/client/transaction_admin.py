@@ -17,21 +17,13 @@ from kafka.protocol.admin import (
     DescribeTransactionsRequest,
     ListTransactionsRequest,
 )
-from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer import WriteTxnMarkersRequest
 
+from partita.client.admin import AdminError, check_answer
 from partita.client.cluster import Cluster
 from partita.client.connection import BrokerConnection
-from partita.client.error_names import describe_error_code
-from partita.errors import KafkaError
-
-_TRANSACTION_COORDINATOR = 1
-
-
-class TransactionAdminError(KafkaError):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+from partita.client.group_member import TRANSACTION_KEY, find_coordinator
+from partita.errors import UnknownTopicOrPartitionError
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +67,7 @@ async def list_transactions(
         response = await connection.request(
             ListTransactionsRequest(version=0, state_filters=states or [], producer_id_filters=[])
         )
-        _check(response.error_code, f"broker {node} cannot list transactions")
+        check_answer(response.error_code, None, f"broker {node} cannot list transactions")
         found += [
             TransactionListing(t.transactional_id, t.producer_id, t.transaction_state, node)
             for t in response.transaction_states
@@ -84,15 +76,7 @@ async def list_transactions(
 
 
 async def describe_transaction(cluster: Cluster, transactional_id: str) -> TransactionDescription:
-    connection = await cluster.any_connection()
-    found = await connection.request(
-        FindCoordinatorRequest(version=3, key=transactional_id, key_type=_TRANSACTION_COORDINATOR)
-    )
-    _check(found.error_code, f"no coordinator for transactional id {transactional_id!r}")
-    coordinator = BrokerConnection(
-        found.host, found.port, cluster.client_id, security=cluster.security
-    )
-    await coordinator.connect()
+    coordinator = await find_coordinator(cluster, transactional_id, TRANSACTION_KEY)
     try:
         response = await coordinator.request(
             DescribeTransactionsRequest(version=0, transactional_ids=[transactional_id])
@@ -100,7 +84,7 @@ async def describe_transaction(cluster: Cluster, transactional_id: str) -> Trans
     finally:
         await coordinator.close()
     (state,) = response.transaction_states
-    _check(state.error_code, f"cannot describe transactional id {transactional_id!r}")
+    check_answer(state.error_code, None, f"cannot describe transactional id {transactional_id!r}")
     return TransactionDescription(
         transactional_id,
         state.transaction_state,
@@ -109,7 +93,7 @@ async def describe_transaction(cluster: Cluster, transactional_id: str) -> Trans
         state.transaction_timeout_ms,
         state.transaction_start_time_ms,
         tuple(sorted((t.topic, p) for t in state.topics for p in t.partitions)),
-        f"{found.host}:{found.port}",
+        f"{coordinator.host}:{coordinator.port}",
     )
 
 
@@ -125,7 +109,7 @@ async def describe_producers(cluster: Cluster, topic: str, partition: int) -> li
         )
     )
     (result,) = [p for t in response.topics for p in t.partitions]
-    _check(result.error_code, f"cannot describe the producers of {topic}-{partition}")
+    check_answer(result.error_code, None, f"cannot describe the producers of {topic}-{partition}")
     return [
         ProducerState(
             p.producer_id,
@@ -148,7 +132,7 @@ async def abort_transaction(
     matching = [p for p in producers if p.txn_start_offset == start_offset]
     if not matching:
         open_at = sorted(p.txn_start_offset for p in producers if p.txn_start_offset >= 0)
-        raise TransactionAdminError(
+        raise AdminError(
             -1,
             f"no transaction is open on {topic}-{partition} at offset {start_offset}"
             + (f" (open ones start at {', '.join(map(str, open_at))})" if open_at else ""),
@@ -170,17 +154,14 @@ async def abort_transaction(
     for result in response.markers:
         for t in result.topics:
             for p in t.partitions:
-                _check(p.error_code, f"cannot abort the transaction on {topic}-{partition}")
+                check_answer(
+                    p.error_code, None, f"cannot abort the transaction on {topic}-{partition}"
+                )
     return producer
 
 
 async def _leader(cluster: Cluster, topic: str, partition: int) -> BrokerConnection:
     info = await cluster.topic(topic, auto_create=False)
     if partition not in info.leaders:
-        raise TransactionAdminError(3, f"{topic} has no partition {partition}")
+        raise AdminError(UnknownTopicOrPartitionError.code, f"{topic} has no partition {partition}")
     return await cluster.connection(info.leaders[partition])
-
-
-def _check(code: int, what: str) -> None:
-    if code:
-        raise TransactionAdminError(code, f"{what}: {describe_error_code(code)}")

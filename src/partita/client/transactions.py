@@ -25,7 +25,6 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
@@ -37,33 +36,46 @@ from kafka.protocol.producer import (
 from partita.client.cluster import Cluster
 from partita.client.connection import BrokerConnection
 from partita.client.error_names import describe_error_code
-from partita.errors import KafkaError
+from partita.client.group_member import (
+    GROUP_KEY,
+    TRANSACTION_KEY,
+    GroupError,
+    find_coordinator,
+)
+from partita.errors import (
+    ConcurrentTransactionsError,
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    KafkaError,
+    NotCoordinatorError,
+    OperationNotAttemptedError,
+    ProducerFencedError,
+    RequestTimedOutError,
+    TransactionalIdAuthorizationFailedError,
+    UnknownProducerIdError,
+)
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
-# Kafka's error codes the producer tells apart.
-COORDINATOR_LOAD_IN_PROGRESS = 14
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
-REQUEST_TIMED_OUT = 7
-CONCURRENT_TRANSACTIONS = 51
-INVALID_PRODUCER_EPOCH = 47
-INVALID_TXN_STATE = 48
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
-PRODUCER_FENCED = 90
-UNKNOWN_PRODUCER_ID = 59
-_FIND_AGAIN = {COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, -1}
-_ASK_AGAIN = {COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS, REQUEST_TIMED_OUT}
-FATAL = {
-    INVALID_PRODUCER_EPOCH,
-    PRODUCER_FENCED,
-    INVALID_TXN_STATE,
-    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-    UNKNOWN_PRODUCER_ID,
+# How the producer treats Kafka's answers: find the coordinator again (-1: no answer),
+# ask again, or give up on this producer.
+_FIND_AGAIN = {CoordinatorNotAvailableError.code, NotCoordinatorError.code, -1}
+_ASK_AGAIN = {
+    CoordinatorLoadInProgressError.code,
+    ConcurrentTransactionsError.code,
+    RequestTimedOutError.code,
 }
-_TRANSACTION_COORDINATOR = 1  # FindCoordinator's key type for a transactional id
+FATAL = {
+    InvalidProducerEpochError.code,
+    ProducerFencedError.code,
+    InvalidTxnStateError.code,
+    TransactionalIdAuthorizationFailedError.code,
+    UnknownProducerIdError.code,
+}
 
 
 class State(enum.Enum):
@@ -132,11 +144,17 @@ class Transactions:
     def fail(self, error: KafkaError, code: int) -> None:
         """A batch of the open transaction was not written: it must be aborted (or, when
         the code says this producer was fenced, the producer is done)."""
+        self._enter(TransactionError(code, str(error), fatal=code in FATAL))
+
+    def _enter(self, error: TransactionError, *, abortable: bool = True) -> None:
+        """The state an error leaves: a fatal one ends the producer; another one in the
+        middle of a transaction (``abortable``) leaves it to be aborted."""
         if self.state is State.FATAL_ERROR:
-            return
-        fatal = code in FATAL
-        self._error = TransactionError(code, str(error), fatal=fatal)
-        self.state = State.FATAL_ERROR if fatal else State.ABORTABLE_ERROR
+            return  # the first fatal error is the one every later call raises
+        if error.fatal:
+            self.state, self._error = State.FATAL_ERROR, error
+        elif abortable and self.state is State.IN_TRANSACTION:
+            self.state, self._error = State.ABORTABLE_ERROR, error
 
     def begin(self) -> None:
         self.check(State.READY, doing="begin a transaction")
@@ -207,8 +225,9 @@ class Transactions:
             if p.partition_error_code
         ]
         if failed:
-            # One partition's real error makes the others OPERATION_NOT_ATTEMPTED (55).
-            topic, partition, code = next((f for f in failed if f[2] != 55), failed[0])
+            # One partition's real error makes the others OPERATION_NOT_ATTEMPTED.
+            not_attempted = OperationNotAttemptedError.code
+            topic, partition, code = next((f for f in failed if f[2] != not_attempted), failed[0])
             self._raise_for(code, f"AddPartitionsToTxn {topic}-{partition}")
         self.partitions.update(partitions)
         self._started = True
@@ -256,7 +275,7 @@ class Transactions:
             lambda: request,
             "TxnOffsetCommit",
             key=group_id,
-            key_type=0,
+            key_type=GROUP_KEY,
             codes=lambda r: [p.error_code for t in r.topics for p in t.partitions],
         )
         for topic in answer.topics:
@@ -291,20 +310,15 @@ class Transactions:
         self.partitions.clear()
 
     def _raise_for(self, code: int, what: str, *, abortable: bool = True) -> None:
-        """Raise Kafka's error ``code``; a fatal one ends the producer, another one in
-        the middle of a transaction (``abortable``) leaves it to be aborted."""
+        """Raise Kafka's error ``code``, after entering the state it leaves."""
         if not code:
             return
-        fatal = code in FATAL
         error = TransactionError(
             code,
             f"{what} for transactional id {self.transactional_id!r}: {describe_error_code(code)}",
-            fatal=fatal,
+            fatal=code in FATAL,
         )
-        if fatal:
-            self.state, self._error = State.FATAL_ERROR, error
-        elif abortable and self.state is State.IN_TRANSACTION:
-            self.state, self._error = State.ABORTABLE_ERROR, error
+        self._enter(error, abortable=abortable)
         raise error
 
     async def _ask(
@@ -313,7 +327,7 @@ class Transactions:
         name: str,
         *,
         key: str | None = None,
-        key_type: int = _TRANSACTION_COORDINATOR,
+        key_type: int = TRANSACTION_KEY,
         codes: Callable[[Any], list[int]] | None = None,
     ) -> Any:
         """Send a request to the coordinator of ``key`` (the transactional id unless
@@ -352,7 +366,8 @@ class Transactions:
                     )
                 # The previous transaction still completing (its markers being written)
                 # ends within milliseconds: asked again soon, as the Java producer does.
-                pause = 0.02 if code == CONCURRENT_TRANSACTIONS else self.retry_backoff
+                concurrent = code == ConcurrentTransactionsError.code
+                pause = 0.02 if concurrent else self.retry_backoff
                 await asyncio.sleep(pause)
         finally:
             if group_coordinator is not None:
@@ -360,25 +375,16 @@ class Transactions:
 
     async def _transaction_coordinator(self) -> BrokerConnection:
         if self._coordinator is None or self._coordinator.closed:
-            self._coordinator = await self._find(self.transactional_id, _TRANSACTION_COORDINATOR)
+            self._coordinator = await self._find(self.transactional_id, TRANSACTION_KEY)
         return self._coordinator
 
     async def _find(self, key: str, key_type: int) -> BrokerConnection:
-        connection = await self.cluster.any_connection()
-        response = await connection.request(
-            FindCoordinatorRequest(version=3, key=key, key_type=key_type)
-        )
-        if response.error_code:
-            if response.error_code in FATAL:  # not authorized for the transactional id
-                self._raise_for(response.error_code, "FindCoordinator")
-            raise KafkaError(
-                f"no coordinator for {key!r}: {describe_error_code(response.error_code)}"
-            )
-        coordinator = BrokerConnection(
-            response.host, response.port, self.cluster.client_id, security=self.cluster.security
-        )
-        await coordinator.connect()
-        return coordinator
+        try:
+            return await find_coordinator(self.cluster, key, key_type)
+        except GroupError as exc:
+            if exc.code in FATAL:  # not authorized for the transactional id
+                self._raise_for(exc.code, "FindCoordinator")
+            raise  # retriable: the caller finds it again
 
     async def _drop_coordinator(self) -> None:
         if self._coordinator is not None:

@@ -22,14 +22,21 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
+from partita.errors import (
+    ConcurrentTransactionsError,
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    ProducerFencedError,
+)
+
 # Kafka's error codes for these requests.
 NONE = 0
-INVALID_TXN_STATE = 48
+INVALID_TXN_STATE = InvalidTxnStateError.code
 INVALID_PRODUCER_ID_MAPPING = 49
 INVALID_TRANSACTION_TIMEOUT = 50
-CONCURRENT_TRANSACTIONS = 51
-INVALID_PRODUCER_EPOCH = 47
-PRODUCER_FENCED = 90
+CONCURRENT_TRANSACTIONS = ConcurrentTransactionsError.code
+INVALID_PRODUCER_EPOCH = InvalidProducerEpochError.code
+PRODUCER_FENCED = ProducerFencedError.code
 
 # An epoch is an int16; Kafka starts a new producer id rather than reach the last value.
 MAX_EPOCH = 32767 - 1

@@ -37,6 +37,7 @@ from partita.errors import (
     NotCoordinatorError,
     OffsetMetadataTooLargeError,
     UnknownTopicOrPartitionError,
+    UnstableOffsetCommitError,
 )
 from partita.protocol.messages import (
     DeleteGroupsRequest,
@@ -390,16 +391,13 @@ def _committed_entries(
     ]
 
 
-UNSTABLE_OFFSET_COMMIT = 88
-
-
 def _unstable_entry(partition_cls: Any, partition: int) -> Any:
     return partition_cls(
         partition_index=partition,
         committed_offset=-1,
         committed_leader_epoch=-1,
         metadata="",
-        error_code=UNSTABLE_OFFSET_COMMIT,
+        error_code=UnstableOffsetCommitError.code,
     )
 
 
