@@ -29,7 +29,6 @@ from partita.errors import (
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
-from partita.protocol.aborted_batches import aborted_batch_positions
 from partita.protocol.consumer_requests import FetchRequestV11, ListOffsetsRequestV7
 from partita.protocol.fetch_response import decode_fetch_response_v11
 from partita.protocol.fetched_batches import end_of_whole_batches
@@ -585,9 +584,9 @@ class AsyncConsumer:
         self._chunks.append(_Chunk(tp, fetched, arrived.end))
 
     def _decode(self, arrived: _Fetched) -> list[ConsumerRecord]:
-        # read_uncommitted fetches carry no aborted transactions: nothing is skipped.
-        skip = aborted_batch_positions(arrived.data, arrived.aborted)
-        return read_batches(arrived.tp, arrived.data, arrived.start, self.check_crcs, skip)
+        return read_batches(
+            arrived.tp, arrived.data, arrived.start, self.check_crcs, arrived.aborted
+        )
 
     def highwater(self, tp: TopicPartition) -> int:
         return self._partitions[tp].high_watermark

@@ -23,13 +23,14 @@ UTF-8 as Java does.
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from aiokafka.errors import CorruptRecordException
 from aiokafka.record.default_records import DefaultRecordBatch
 
 from partita.errors import CorruptRecordError
+from partita.protocol.aborted_batches import aborted_filter
 from partita.protocol.fetched_batches import whole_batches
 from partita.protocol.record_batch import CONTROL_BIT, TIMESTAMP_TYPE_BIT, check_crc
 from partita.protocol.records import decode_records
@@ -58,21 +59,22 @@ def read_batches(
     data: bytes | memoryview,
     start: int,
     check_crcs: bool,
-    skip: Container[int] = frozenset(),
+    aborted: Iterable[tuple[int, int]] | None = None,
 ) -> list[ConsumerRecord]:
     """The records at offsets ``start`` and after, in the whole batches of ``data``, with
-    aiokafka's compiled reader; the batches at the positions in ``skip`` (an aborted
-    transaction's, for read_committed) yield nothing."""
+    aiokafka's compiled reader; those of the ``aborted`` transactions a read_committed
+    fetch listed are left out."""
     topic, partition = tp
     view = memoryview(data)
     out: list[ConsumerRecord] = []
+    dropping = aborted_filter(aborted)
     for pos, header in whole_batches(view):
+        if dropping is not None and dropping.drops(view, pos, header):
+            continue
         if check_crcs:
             check_crc(view, pos, header)
         last = header.base_offset + header.last_offset_delta
         if header.attributes & CONTROL_BIT or last < start or not header.records_count:
-            continue
-        if pos in skip:
             continue
         batch = view[pos : pos + header.size]
         try:

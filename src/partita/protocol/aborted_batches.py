@@ -18,34 +18,43 @@ from collections.abc import Iterable
 
 from partita.errors import CorruptRecordError
 from partita.protocol.control_records import read_marker
-from partita.protocol.fetched_batches import whole_batches
+from partita.protocol.record_batch import BatchHeader
 
 AbortedTxn = tuple[int, int]  # (producer id, first offset)
 
 
-def aborted_batch_positions(
-    data: bytes | memoryview, aborted: Iterable[AbortedTxn] | None
-) -> frozenset[int]:
-    """The byte positions, in ``data``, of the batches that belong to aborted transactions."""
-    pending = sorted(aborted or (), key=lambda txn: txn[1])
-    if not pending:
-        return frozenset()
-    view = memoryview(data)
-    ongoing: set[int] = set()
-    dropped: set[int] = set()
-    next_txn = 0
-    for pos, header in whole_batches(view):
-        while next_txn < len(pending) and pending[next_txn][1] <= header.last_offset:
-            ongoing.add(pending[next_txn][0])
-            next_txn += 1
-        if not header.is_transactional or header.producer_id not in ongoing:
-            continue
-        if header.is_control:
-            if _is_abort(view, pos):
-                ongoing.discard(header.producer_id)
-        else:
-            dropped.add(pos)
-    return frozenset(dropped)
+class AbortedFilter:
+    """Fed every whole batch of one fetch in order (the decoder's own walk over the
+    headers), says which to drop."""
+
+    __slots__ = ("_next", "_ongoing", "_pending")
+
+    def __init__(self, aborted: Iterable[AbortedTxn]) -> None:
+        self._pending = sorted(aborted, key=lambda txn: txn[1])
+        self._next = 0
+        self._ongoing: set[int] = set()
+
+    def drops(self, view: memoryview, pos: int, header: BatchHeader) -> bool:
+        """Whether the batch at ``pos`` is an aborted transaction's data. Its control
+        batches are not dropped here (decoders skip them anyway); its ABORT marker ends
+        it."""
+        pending = self._pending
+        while self._next < len(pending) and pending[self._next][1] <= header.last_offset:
+            self._ongoing.add(pending[self._next][0])
+            self._next += 1
+        if not header.is_transactional or header.producer_id not in self._ongoing:
+            return False
+        if not header.is_control:
+            return True
+        if _is_abort(view, pos):
+            self._ongoing.discard(header.producer_id)
+        return False
+
+
+def aborted_filter(aborted: Iterable[AbortedTxn] | None) -> AbortedFilter | None:
+    """A filter for a fetch's aborted transactions; None when there are none
+    (read_uncommitted, or none in the range): nothing to ask per batch."""
+    return AbortedFilter(aborted) if aborted else None
 
 
 def _is_abort(view: memoryview, pos: int) -> bool:

@@ -10,7 +10,7 @@ from Arrow's pool, whose pages are already mapped; fresh pages cost more than th
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from partita.protocol.aborted_batches import aborted_filter
 from partita.protocol.compression import Compression, decompress
 from partita.protocol.fetched_batches import end_of_whole_batches, whole_batches
 from partita.protocol.record_batch import (
@@ -87,11 +88,12 @@ def decode_columns(
     check_crcs: bool = True,
     *,
     with_headers: bool = False,
-    skip: Container[int] = frozenset(),
+    aborted: Iterable[tuple[int, int]] | None = None,
 ) -> tuple[Columns | None, int]:
     """Records of the whole batches in ``data`` whose offsets are in ``[start, end)``, and
     the offset where the next fetch continues; ``with_headers`` adds the headers column.
-    The batches at the positions in ``skip`` (an aborted transaction's) are left out."""
+    The batches of the ``aborted`` transactions a read_committed fetch listed are left
+    out (and still read past)."""
     # Each batch's records as (bytes, start, end): uncompressed ones stay where they are
     # in ``data``; decompressed ones are new bytes.
     bodies: list[tuple[bytes | memoryview, int, int]] = []
@@ -101,12 +103,14 @@ def decode_columns(
     kinds: list[int] = []
     next_offset = start
     view = memoryview(data)
+    dropping = aborted_filter(aborted)
     for pos, header in whole_batches(view):
         size = LOG_OVERHEAD + header.batch_length
         if check_crcs:
             check_crc(view, pos, header)
         batch_end = header.base_offset + header.last_offset_delta + 1
-        readable = batch_end > start and header.records_count and pos not in skip
+        dropped = dropping is not None and dropping.drops(view, pos, header)
+        readable = batch_end > start and header.records_count and not dropped
         if readable and not header.attributes & CONTROL_BIT:
             codec = Compression(header.attributes & COMPRESSION_MASK)
             if codec is Compression.NONE:

@@ -25,7 +25,6 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from partita.protocol.aborted_batches import aborted_batch_positions
 from partita.protocol.record_columns import Columns, decode_columns
 
 
@@ -95,7 +94,7 @@ class RowBuilder:
             end,
             self.check_crcs,
             with_headers=self.include_headers,
-            skip=aborted_batch_positions(data, aborted),
+            aborted=aborted,
         )
         if columns is not None:
             self.chunks.append(columns)
