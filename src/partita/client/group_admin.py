@@ -3,6 +3,9 @@ committed offsets. Each call goes to the group's coordinator, found with FindCoo
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,7 +14,12 @@ from kafka.protocol.consumer import OffsetFetchRequest
 
 from partita.client.cluster import Cluster
 from partita.client.group_member import GroupError, find_coordinator, offset_commit_request
-from partita.errors import CorruptRecordError
+from partita.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    CorruptRecordError,
+    NotCoordinatorError,
+)
 from partita.protocol.consumer_protocol import decode_assignment
 
 TopicPartition = tuple[str, int]
@@ -42,13 +50,41 @@ class GroupDescription:
     members: list[MemberDescription] = field(default_factory=list)
 
 
-async def _ask_coordinator(cluster: Cluster, group_id: str, request: Any) -> Any:
-    """One request to the group's coordinator, on a connection used for it alone."""
-    coordinator = await find_coordinator(cluster, group_id)
-    try:
-        return await coordinator.request(request)
-    finally:
-        await coordinator.close()
+# The group's coordinator is loading it, or moving (its broker failed over): asked again,
+# as Kafka's admin client does, for up to default.api.timeout.ms.
+_COORDINATOR_MOVING = {
+    CoordinatorLoadInProgressError.code,
+    CoordinatorNotAvailableError.code,
+    NotCoordinatorError.code,
+}
+COORDINATOR_WAIT_S = 60.0
+RETRY_BACKOFF_S = 0.2
+
+
+async def _ask_coordinator(
+    cluster: Cluster,
+    group_id: str,
+    request: Any,
+    code_of: Callable[[Any], int] = lambda _response: 0,
+) -> Any:
+    """One request to the group's coordinator, on a connection used for it alone; asked
+    again while the coordinator is moving (found by FindCoordinator, or answered by
+    ``code_of(response)``)."""
+    deadline = time.monotonic() + COORDINATOR_WAIT_S
+    while True:
+        try:
+            coordinator = await find_coordinator(cluster, group_id)
+        except GroupError as exc:
+            if exc.code not in _COORDINATOR_MOVING or time.monotonic() > deadline:
+                raise
+        else:
+            try:
+                response = await coordinator.request(request)
+            finally:
+                await coordinator.close()
+            if code_of(response) not in _COORDINATOR_MOVING or time.monotonic() > deadline:
+                return response
+        await asyncio.sleep(RETRY_BACKOFF_S)
 
 
 async def list_groups(cluster: Cluster) -> list[GroupListing]:
@@ -81,6 +117,7 @@ async def describe_group(cluster: Cluster, group_id: str) -> GroupDescription:
         cluster,
         group_id,
         DescribeGroupsRequest(version=5, groups=[group_id], include_authorized_operations=False),
+        lambda r: r.groups[0].error_code,
     )
     group = response.groups[0]
     if group.error_code:
@@ -105,7 +142,10 @@ async def delete_groups(cluster: Cluster, group_ids: list[str]) -> dict[str, int
     out: dict[str, int] = {}
     for group_id in group_ids:
         response = await _ask_coordinator(
-            cluster, group_id, DeleteGroupsRequest(version=2, groups_names=[group_id])
+            cluster,
+            group_id,
+            DeleteGroupsRequest(version=2, groups_names=[group_id]),
+            lambda r: r.results[0].error_code,
         )
         for result in response.results:
             out[result.group_id] = result.error_code
@@ -122,6 +162,7 @@ async def group_offsets(cluster: Cluster, group_id: str) -> dict[TopicPartition,
             groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group_id, topics=None)],
             require_stable=False,
         ),
+        lambda r: r.groups[0].error_code,
     )
     group: Any = response.groups[0]
     if group.error_code:
@@ -139,7 +180,12 @@ async def alter_group_offsets(
 ) -> None:
     """Commit ``offsets`` for a group with no active members, as Kafka's admin does
     (generation -1, no member id); an active group refuses with UNKNOWN_MEMBER_ID."""
-    response = await _ask_coordinator(cluster, group_id, offset_commit_request(group_id, offsets))
+    response = await _ask_coordinator(
+        cluster,
+        group_id,
+        offset_commit_request(group_id, offsets),
+        lambda r: next((p.error_code for t in r.topics for p in t.partitions), 0),
+    )
     for topic in response.topics:
         for p in topic.partitions:
             if p.error_code:

@@ -40,13 +40,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from partita.client.cluster import Cluster
 from partita.client.group_admin import group_offsets
-from partita.client.group_member import GroupError
 from partita.client.producer import AsyncProducer
 from partita.client.security import security_of
 from partita.client.transactions import TransactionError, Transactions
@@ -54,11 +52,6 @@ from partita.errors import KafkaError
 from partita.spark.options import SinkOptions
 
 log = logging.getLogger(__name__)
-
-# The group coordinator of the version record may be moving or loading (a broker just
-# failed over): asked again for this long.
-_RETRIABLE_GROUP = {14, 15, 16}  # loading, not available, not the coordinator
-GROUP_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -86,13 +79,12 @@ async def prepare(
     """Run ``produce`` (which sends the task's rows and returns their count) in a
     transaction left open; (None, 0) when this task already committed ``version``."""
     tid = transactional_id(writer, task)
-    settings = {k: v for k, v in options.producer.items() if k != "enable_idempotence"}
     producer = AsyncProducer(
         options.bootstrap_servers,
         transactional_id=tid,
         security=security_of(options.security),
         client_id=f"partita-sink-{tid}",
-        **settings,
+        **options.producer,
     )
     try:
         await producer.start()
@@ -155,13 +147,8 @@ async def end_all(options: SinkOptions, prepared: list[Prepared], commit: bool) 
 
 
 async def committed_version(producer: AsyncProducer, tid: str) -> int | None:
-    """The highest version this transactional id has committed, or None."""
-    deadline = time.monotonic() + GROUP_WAIT_S
-    while True:
-        try:
-            offsets = await group_offsets(producer.cluster, tid)
-            return max(offsets.values(), default=None)
-        except GroupError as exc:
-            if exc.code not in _RETRIABLE_GROUP or time.monotonic() > deadline:
-                raise
-        await asyncio.sleep(0.2)
+    """The highest version this transactional id has committed, or None. Read after
+    ``init_transactions``, which returns only once the id's previous transaction is
+    complete, its offsets included: what is read here is settled."""
+    offsets = await group_offsets(producer.cluster, tid)
+    return max(offsets.values(), default=None)

@@ -287,58 +287,84 @@ async def _produce_bulk(
     return True
 
 
-def _write(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id: str) -> WrittenRows:
+@dataclass(frozen=True)
+class _Task:
+    """Where a task's rows come from: its partition and attempt, and inside a streaming
+    query the query's id and the micro-batch's."""
+
+    partition: int
+    attempt: int
+    query: str | None
+    micro_batch: int | None
+
+    @staticmethod
+    def current() -> _Task:
+        context = TaskContext.get()
+        if context is None:
+            return _Task(0, 0, None, None)
+        batch = context.getLocalProperty("streaming.sql.batchId")
+        return _Task(
+            context.partitionId(),
+            context.attemptNumber(),
+            context.getLocalProperty("sql.streaming.queryId"),
+            int(batch) if batch is not None else None,
+        )
+
+    def batch_header(self, job_id: str) -> str:
+        """``<query id>.<micro-batch id>`` for a streaming query, else the job's id."""
+        if self.micro_batch is None:
+            return job_id
+        return f"{self.query}.{self.micro_batch}" if self.query else str(self.micro_batch)
+
+
+def _write(options: SinkOptions, batches: Iterator[pa.RecordBatch], job_id: str) -> WrittenRows:
     freeze_loaded_modules()
-    context = TaskContext.get()
-    task = context.partitionId() if context else 0
-    attempt = context.attemptNumber() if context else 0
+    task = _Task.current()
     origin = [
-        (HEADER_BATCH, (_streaming_batch(context) or batch_id).encode()),
-        (HEADER_TASK, str(task).encode()),
+        (HEADER_BATCH, task.batch_header(job_id).encode()),
+        (HEADER_TASK, str(task.partition).encode()),
     ]
     if options.exactly_once:
-        return _write_once(options, batches, batch_id, context, origin)
+        return _write_once(options, batches, job_id, task, origin)
     rows = PRODUCERS.run(
         options, lambda producer: produce_batches(producer, options, batches, origin)
     )
-    return WrittenRows(task=task, attempt=attempt, rows=rows)
+    return WrittenRows(task=task.partition, attempt=task.attempt, rows=rows)
 
 
 def _write_once(
     options: SinkOptions,
     batches: Iterator[pa.RecordBatch],
     job_id: str,
-    context: TaskContext | None,
+    task: _Task,
     origin: list[tuple[str, bytes]],
 ) -> WrittenRows:
     """Exactly-once: the task's rows in one transaction, unless this write's version
-    already committed for this task (``spark.exactly_once``)."""
-    task = context.partitionId() if context else 0
-    attempt = context.attemptNumber() if context else 0
-    query = context.getLocalProperty("sql.streaming.queryId") if context else None
-    micro_batch = context.getLocalProperty("streaming.sql.batchId") if context else None
-    writer = options.transactional_id_prefix or (f"partita-sink-{query}" if query else None)
-    writer = writer or f"partita-sink-{job_id}"
+    already committed for this task (``spark.exactly_once``). The writer is named by the
+    option, else the streaming query, else this job; the version is the option, else the
+    micro-batch, else 0."""
+    default_writer = f"partita-sink-{task.query or job_id}"
+    writer = options.transactional_id_prefix or default_writer
     version = options.write_version
     if version is None:
-        version = int(micro_batch) if micro_batch is not None else 0
+        version = task.micro_batch or 0
     first = next(batches, None)
     if first is None:
-        return WrittenRows(task=task, attempt=attempt, rows=0)
+        return WrittenRows(task=task.partition, attempt=task.attempt, rows=0)
     first_topic = options.topic or _first_topic(first)
     prepared, rows = PRODUCERS.run_on_loop(
         prepare(
             options,
             writer,
             version,
-            task,
+            task.partition,
             first_topic,
             lambda producer: produce_batches(
                 producer, options, itertools.chain([first], batches), origin
             ),
         )
     )
-    return WrittenRows(task=task, attempt=attempt, rows=rows, prepared=prepared)
+    return WrittenRows(task=task.partition, attempt=task.attempt, rows=rows, prepared=prepared)
 
 
 def _end_transactions(
@@ -357,17 +383,6 @@ def _first_topic(batch: pa.RecordBatch) -> str:
     if not topics or topics[0] is None:
         raise KafkaError("row 0 has a null topic and no topic option is set")
     return str(topics[0])
-
-
-def _streaming_batch(context: TaskContext | None) -> str | None:
-    """``<query id>.<micro-batch id>`` inside a streaming query's task, else None."""
-    if context is None:
-        return None
-    batch = context.getLocalProperty("streaming.sql.batchId")
-    if batch is None:
-        return None
-    query = context.getLocalProperty("sql.streaming.queryId")
-    return f"{query}.{batch}" if query else batch
 
 
 class PartitaWriter(DataSourceArrowWriter):
