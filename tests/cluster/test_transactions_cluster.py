@@ -39,6 +39,32 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         local.kill()
 
 
+def read_committed(cluster: LocalCluster, topic: str, expect: int) -> list[str]:
+    """Every value a read_committed consumer reads from the start of ``topic``, until
+    ``expect`` came (or 60 s), then two seconds more: a value too many must show."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": f"auditor-{topic}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    seen: list[str] = []
+    deadline = time.monotonic() + 60
+    while len(seen) < expect and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and not message.error():
+            seen.append(message.value().decode())
+    for _ in range(4):
+        message = consumer.poll(0.5)
+        if message is not None and not message.error():
+            seen.append(message.value().decode())
+    consumer.close()
+    return seen
+
+
 def _coordinator(cluster: LocalCluster) -> int:
     async def ask() -> int:
         async with AsyncAdmin(cluster.bootstrap) as admin:
@@ -85,26 +111,7 @@ def test_the_coordinators_death_before_a_commit_loses_and_doubles_nothing(
 
     # The dead broker comes back; every replica converges on the same outcome.
     cluster.broker(victim).start()
-    consumer = Consumer(
-        {
-            "bootstrap.servers": cluster.bootstrap,
-            "group.id": "auditor",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-    seen: list[str] = []
-    deadline = time.monotonic() + 60
-    while len(seen) < len(committed) and time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is not None and not message.error():
-            seen.append(message.value().decode())
-    for _ in range(4):  # a little longer: a record too many must show
-        message = consumer.poll(0.5)
-        if message is not None and not message.error():
-            seen.append(message.value().decode())
-    consumer.close()
+    seen = read_committed(cluster, TOPIC, len(committed))
     assert sorted(seen) == sorted(committed)
     assert not set(seen) & set(aborted)
 
@@ -166,26 +173,7 @@ def test_consume_transform_produce_across_a_leader_and_the_producer_killed(
             first.kill()
     cluster.broker(victim).start()
 
-    consumer = Consumer(
-        {
-            "bootstrap.servers": cluster.bootstrap,
-            "group.id": "ctp-auditor",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([TopicPartition(sink, p, 0) for p in range(PARTITIONS)])
-    seen: list[str] = []
-    deadline = time.monotonic() + 60
-    while len(seen) < total and time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is not None and not message.error():
-            seen.append(message.value().decode())
-    for _ in range(4):  # a record too many must show
-        message = consumer.poll(0.5)
-        if message is not None and not message.error():
-            seen.append(message.value().decode())
-    consumer.close()
+    seen = read_committed(cluster, sink, total)
     duplicates = [v for v, n in Counter(seen).items() if n > 1]
     assert not duplicates, f"{len(duplicates)} outputs twice, e.g. {duplicates[:3]}"
     assert sorted(seen) == sorted(f"out-in-{i}" for i in range(total))
