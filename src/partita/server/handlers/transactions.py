@@ -30,6 +30,7 @@ from partita.coordinator.transaction_machine import TxnState
 from partita.errors import (
     KafkaError,
     NotCoordinatorError,
+    OperationNotAttemptedError,
     TransactionalIdNotFoundError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
@@ -63,7 +64,6 @@ _DescribedTopic = _DescribedState.TopicData
 _ProducersTopic = DescribeProducersResponse.TopicResponse
 _ProducersPartition = _ProducersTopic.PartitionResponse
 _ProducerState = _ProducersPartition.ProducerState
-OPERATION_NOT_ATTEMPTED = 55  # the rest of a request some partitions of fail
 
 
 async def handle_add_partitions(
@@ -86,7 +86,7 @@ async def handle_add_partitions(
             elif state is None or index not in state.partitions:
                 refused[(topic.name, index)] = UnknownTopicOrPartitionError.code
     if refused:
-        codes = {tp: refused.get(tp, OPERATION_NOT_ATTEMPTED) for tp in wanted}
+        codes = {tp: refused.get(tp, OperationNotAttemptedError.code) for tp in wanted}
     else:
         error = await broker.transactions.add_partitions(
             request.v3_and_below_transactional_id,
