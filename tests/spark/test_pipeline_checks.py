@@ -88,3 +88,39 @@ def test_a_run_on_reused_topics_is_checked_from_where_each_partition_ended() -> 
     assert not check(PRODUCED, moved).ok
     # A read that took in the earlier run's records too fails.
     assert not check(PRODUCED, _read(), base).ok
+
+
+def _with_outputs(report: tuple[int, int], hourly: tuple[int, int]) -> JobResult:
+    # 3 carriers and 5 routes go to flights-report, 7 hourly windows to flights-hourly.
+    return _read(
+        rows_out={"carrier_on_time": 3, "route_on_time": 5, "hourly_departures": 7},
+        committed_out={"flights-report": report, "flights-hourly": hourly},
+    )
+
+
+def test_outputs_read_back_once_each_pass() -> None:
+    verdict = check(PRODUCED, _with_outputs((8, 8), (7, 7)))
+    assert verdict.ok, verdict.problems
+    assert "'flights-report' holds this run's 8 rows once each" in verdict.summary
+
+
+def test_an_output_row_written_twice_or_lost_fails() -> None:
+    twice = check(PRODUCED, _with_outputs((9, 8), (7, 7))).problems
+    assert twice == [
+        "output 'flights-report': 8 rows written, a read_committed reader finds 9 records, "
+        "8 distinct"
+    ]
+    lost = check(PRODUCED, _with_outputs((8, 8), (6, 6))).problems
+    assert lost == [
+        "output 'flights-hourly': 7 rows written, a read_committed reader finds 6 records, "
+        "6 distinct"
+    ]
+
+
+def test_an_output_written_and_never_read_back_fails() -> None:
+    result = _with_outputs((8, 8), (7, 7))
+    del result.committed_out["flights-hourly"]
+    assert check(PRODUCED, result).problems == [
+        "output 'flights-hourly': 7 rows written, a read_committed reader finds 0 records, "
+        "0 distinct"
+    ]

@@ -92,7 +92,8 @@ def check(produced: Produced, result: JobResult, base: Mapping[int, int] | None 
     if result.stream_rows_in != produced.total:
         problems.append(f"stream: read {result.stream_rows_in:,} rows of {produced.total:,}")
     # The outputs, written in the sink's transactions.
-    for topic, written in sorted(result.written_out.items()):
+    for topic in result.output_topics():
+        written = result.written_to(topic)
         records, distinct = result.committed_out.get(topic, (0, 0))
         if records != written or distinct != records:
             problems.append(
@@ -108,11 +109,16 @@ def check(produced: Produced, result: JobResult, base: Mapping[int, int] | None 
             f"micro-batches follow one another from offset {'b' if reused else '0'} to each "
             f"partition's end, {result.stream_rows_in:,} rows"
             + (" (b: where each partition ended before this run)" if reused else "")
-            + "; "
-            + ", ".join(
-                f"'{topic}' holds this run's {written:,} rows once each"
-                for topic, written in sorted(result.written_out.items())
-            )
-            + " (read_committed, from the sink's transactions)"
+            + _outputs_said(result)
         )
     return verdict
+
+
+def _outputs_said(result: JobResult) -> str:
+    held = [
+        f"'{topic}' holds this run's {result.written_to(topic):,} rows once each"
+        for topic in result.output_topics()
+    ]
+    if not held:
+        return ""
+    return "; " + ", ".join(held) + " (read_committed, from the sink's transactions)"

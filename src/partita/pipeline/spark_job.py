@@ -33,6 +33,11 @@ FLIGHT_SCHEMA = (
 ON_TIME_MINUTES = 15  # the DOT's definition: arriving less than 15 minutes late
 REPORT_TOPIC = "flights-report"  # the batch's results
 HOURLY_TOPIC = "flights-hourly"  # the stream's
+# The result tables each output topic receives, row for row.
+TOPIC_TABLES = {
+    REPORT_TOPIC: ("carrier_on_time", "route_on_time"),
+    HOURLY_TOPIC: ("hourly_departures",),
+}
 
 
 @dataclass
@@ -61,8 +66,15 @@ class JobResult:
     # Each output topic as a read_committed reader sees what this run wrote there:
     # (records, distinct values) from where the topic ended before the run.
     committed_out: dict[str, tuple[int, int]] = field(default_factory=dict)
-    # The rows this run wrote (or meant to write) to each output topic.
-    written_out: dict[str, int] = field(default_factory=dict)
+
+    def output_topics(self) -> list[str]:
+        """The output topics this run wrote to or read back."""
+        wrote = {topic for topic in TOPIC_TABLES if self.written_to(topic)}
+        return sorted(wrote | set(self.committed_out))
+
+    def written_to(self, topic: str) -> int:
+        """The rows this run wrote (or meant to write) to an output topic."""
+        return sum(self.rows_out.get(table, 0) for table in TOPIC_TABLES[topic])
 
 
 def spark_session(
@@ -287,7 +299,6 @@ def run_batch(
     result.rows_out["carrier_on_time"] = len(result.carriers)
     all_routes = route_rows.collect()
     result.rows_out["route_on_time"] = len(all_routes)
-    result.written_out[REPORT_TOPIC] = len(result.carriers) + len(all_routes)
     result.fingerprints["carrier_on_time"] = fingerprint(carrier_rows.collect())
     result.fingerprints["route_on_time"] = fingerprint(all_routes)
     flights.unpersist()
@@ -369,7 +380,6 @@ def run_streaming(
                 )
             )
     result.rows_out["hourly_departures"] = result.hourly_windows
-    result.written_out[HOURLY_TOPIC] = result.hourly_windows
     result.committed_out[HOURLY_TOPIC] = count_committed(spark, kafka, HOURLY_TOPIC, before)
     hourly_rows = spark.read.parquet(hourly_path)
     result.fingerprints["hourly_departures"] = fingerprint(hourly_rows.collect())
