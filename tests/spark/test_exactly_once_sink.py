@@ -203,3 +203,86 @@ def test_exactly_once_options_are_checked(spark: Any, spark_broker: BrokerProces
         save(writeVersion="3")
     with pytest.raises(Exception, match="each task needs"):
         save(**{"kafka.transactional.id": "mine"})
+
+
+def test_exactly_once_needs_the_transactional_id_acls(spark: Any, tmp_path: Path) -> None:
+    """With ACLs on, alice may write the topic but the sink's transactions need their
+    own grants: refused (one clear reason, no password) until WRITE on the writer's
+    transactional ids and READ on its version groups are granted; then each row once."""
+    from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
+    from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType  # noqa: PLC0415
+
+    from tests.integration.conftest import BrokerProcess  # noqa: PLC0415
+    from tests.integration.test_acls import SETTINGS, admin_of, allow, create_acls, topics  # noqa: PLC0415
+    from tests.integration.test_sasl import client_config  # noqa: PLC0415
+
+    broker = BrokerProcess(tmp_path / "data", SETTINGS)
+    broker.start()
+    try:
+        topic, writer = "eo-secure", "secure-report"
+        topics(broker, topic)  # one record, written by admin
+        admin = admin_of(broker)
+        create_acls(
+            admin,
+            *(allow("User:alice", topic, op) for op in (
+                AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.READ
+            )),
+        )  # fmt: skip
+        frame = spark.createDataFrame([(f"s{i}",) for i in range(50)], "value string")
+
+        def save() -> None:
+            frame.write.format("partita").options(
+                **{
+                    "kafka.bootstrap.servers": broker.bootstrap,
+                    "kafka.security.protocol": "SASL_PLAINTEXT",
+                    "kafka.sasl.mechanism": "PLAIN",
+                    "kafka.sasl.username": "alice",
+                    "kafka.sasl.password": "alice-secret",
+                    "topic": topic,
+                    "deliveryGuarantee": "exactly-once",
+                    "transactionalIdPrefix": writer,
+                    "writeVersion": "0",
+                }
+            ).mode("append").save()
+
+        with pytest.raises(Exception, match="TRANSACTIONAL_ID_AUTHORIZATION_FAILED") as refused:
+            save()
+        assert "alice-secret" not in str(refused.value)
+        prefixed = ResourcePatternType.PREFIXED
+        create_acls(
+            admin,
+            allow(
+                "User:alice", writer, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, prefixed
+            ),
+        )
+        # The version is kept as an offset of a group named like the transactional id.
+        with pytest.raises(Exception, match="GROUP_AUTHORIZATION_FAILED"):
+            save()
+        create_acls(
+            admin, allow("User:alice", writer, AclOperation.READ, ResourceType.GROUP, prefixed)
+        )
+        save()
+        save()  # the same version again: nothing more
+        consumer = Consumer(
+            {
+                **client_config(broker, "admin", "admin-secret"),
+                "group.id": "audit",
+                "isolation.level": "read_committed",
+            }
+        )
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while len(values) < 51 and time.monotonic() < deadline:
+            message = consumer.poll(0.25)
+            if message is not None and not message.error():
+                values.append(message.value())
+        extra = consumer.poll(1.0)  # a value too many must show
+        if extra is not None and not extra.error():
+            values.append(extra.value())
+        consumer.close()
+        assert Counter(values) == Counter(
+            [f"{topic}-record".encode()] + [f"s{i}".encode() for i in range(50)]
+        )
+    finally:
+        broker.close()

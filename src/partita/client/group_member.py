@@ -28,6 +28,7 @@ from partita.client.assignors.base import Assignor, MemberSubscription, Rebalanc
 from partita.client.assignors.range_roundrobin import RangeAssignor, RoundRobinAssignor
 from partita.client.cluster import Cluster
 from partita.client.connection import BrokerConnection
+from partita.client.error_names import describe_error_code
 from partita.errors import KafkaError
 from partita.protocol.consumer_protocol import (
     Assignment,
@@ -88,7 +89,11 @@ async def find_coordinator(
     )
     if response.error_code:
         kind = "group" if key_type == GROUP_KEY else "transactional id"
-        raise GroupError(response.error_code, f"no coordinator for {kind} {key!r} yet")
+        # The reason, not only "none yet": a refused principal must read that it was.
+        raise GroupError(
+            response.error_code,
+            f"no coordinator for {kind} {key!r}: {describe_error_code(response.error_code)}",
+        )
     coordinator = BrokerConnection(
         response.host, response.port, cluster.client_id, security=cluster.security
     )
