@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The long chaos run (issue 20): a 3-broker partita cluster on etcd, each member in a
 # network namespace of its own, under every fault kind in turn for N minutes while three
-# idempotent acks=all producers and two consumers record everything; then healing, the
+# idempotent acks=all producers and two consumers record everything (and two transactional
+# clients with a read_committed consumer, on a topic of their own); then healing, the
 # checker, and what a person reads, under var/chaos/<seed>-<time>/:
 #   history.jsonl  faults.txt  report.txt  figures.md  summary.json  chaos.png  cluster/*.log
 # Needs root (network namespaces, a tmpfs) and .venv (scripts/setup.sh).
 #
-#   scripts/chaos.sh --minutes 10 --seed 7 [--kinds kill,pause,...] [--rate 120]
+#   scripts/chaos.sh --minutes 10 --seed 7 [--kinds kill,pause,...] [--rate 120] [--txn-clients 2]
 #   scripts/chaos.sh --phases none:60,kill:60,pause:60   # one kind at a time (benchmarks)
 # Exit status 0: no violation; 1: violations (report.txt shows each, shrunk).
 set -euo pipefail
@@ -19,9 +20,9 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --minutes) minutes="$2"; shift 2 ;;
         --seed) seed="$2"; shift 2 ;;
-        --kinds|--rate|--phases|--out) extra+=("$1" "$2"); shift 2 ;;
+        --kinds|--rate|--phases|--out|--txn-clients) extra+=("$1" "$2"); shift 2 ;;
         --keep-data) extra+=("$1"); shift ;;
-        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
         *) echo "chaos.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
     esac
 done

@@ -20,14 +20,17 @@ The rules:
 - monotonic: the leader epochs and high watermarks a consumer sees, and the leader epochs
   a broker announces, never go back; one leader per epoch;
 - replicas: with every broker stopped cleanly, each replica holds the same records
-  (value, leader epoch, producer id, sequence) up to the partition's high watermark.
+  (value, leader epoch, producer id, sequence) up to the partition's high watermark, in
+  the plain workload's topic and in the transactional one (markers included).
+
+The transactional workload's rules (aborted and dirty reads, lost and torn transactions,
+cycles between transactions) are in tests/chaos/txn_checker.py; ``check`` runs both.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from itertools import pairwise
 
 from tests.chaos.history import (
@@ -46,26 +49,19 @@ from tests.chaos.history import (
     describe,
     parse_value,
 )
+from tests.chaos.txn_checker import TXN_RULES
+from tests.chaos.violation import Rule, Violation
 
-
-@dataclass(frozen=True)
-class Violation:
-    rule: str
-    key: Hashable  # identifies this violation, so a shrunk history can be checked for it
-    message: str
-    witnesses: tuple[Event, ...] = field(default=(), compare=False)
-
-
-Rule = Callable[[Sequence[Event]], list[Violation]]
+__all__ = ["RULES", "Rule", "Violation", "check", "report", "smallest_history"]
 
 
 def _committed_stored(events: Sequence[Event]) -> list[Stored]:
-    """Stored records below their own replica's high watermark."""
-    hw = {(e.broker, e.partition): e.hw for e in events if isinstance(e, Replica)}
+    """The plain workload's stored records below their own replica's high watermark."""
+    hw = {(e.broker, e.partition): e.hw for e in events if isinstance(e, Replica) and not e.topic}
     return [
         e
         for e in events
-        if isinstance(e, Stored) and e.offset < hw.get((e.broker, e.partition), -1)
+        if isinstance(e, Stored) and not e.topic and e.offset < hw.get((e.broker, e.partition), -1)
     ]
 
 
@@ -191,7 +187,8 @@ def failed_read(events: Sequence[Event]) -> list[Violation]:
     out = []
     reported = set()
     for e in events:
-        if isinstance(e, Poll | Read | Stored) and e.value in failed and e.value not in reported:
+        plain = isinstance(e, Poll | Read) or (isinstance(e, Stored) and not e.topic)
+        if plain and e.value in failed and e.value not in reported:
             reported.add(e.value)
             out.append(
                 Violation(
@@ -344,31 +341,32 @@ def monotonic(events: Sequence[Event]) -> list[Violation]:
 
 
 def replicas(events: Sequence[Event]) -> list[Violation]:
-    states: dict[int, list[Replica]] = defaultdict(list)
+    states: dict[tuple[str, int], list[Replica]] = defaultdict(list)
     for e in events:
         if isinstance(e, Replica):
-            states[e.partition].append(e)
-    stored: dict[tuple[int, int], dict[int, Stored]] = defaultdict(dict)
+            states[(e.topic, e.partition)].append(e)
+    stored: dict[tuple[str, int, int], dict[int, Stored]] = defaultdict(dict)
     for e in events:
         if isinstance(e, Stored):
-            stored[(e.partition, e.broker)].setdefault(e.offset, e)
+            stored[(e.topic, e.partition, e.broker)].setdefault(e.offset, e)
     out = []
-    for partition, members in sorted(states.items()):
+    for (topic, partition), members in sorted(states.items()):
         # The replica with the highest high watermark: what it holds below it is committed.
         top = max(members, key=lambda r: r.hw)
-        reference = stored[(partition, top.broker)]
+        reference = stored[(topic, partition, top.broker)]
+        name = f"{topic} {partition}" if topic else str(partition)
         for member in members:
             if member is top:
                 continue
-            held = stored[(partition, member.broker)]
+            held = stored[(topic, partition, member.broker)]
             for offset in sorted(o for o in reference if o < top.hw):
                 record = held.get(offset)
                 if record is None:
                     out.append(
                         Violation(
                             "replicas",
-                            (partition, member.broker, offset, "missing"),
-                            f"partition {partition}: broker {member.broker} has no record at "
+                            (topic, partition, member.broker, offset, "missing"),
+                            f"partition {name}: broker {member.broker} has no record at "
                             f"offset {offset}, below the high watermark {top.hw} of broker "
                             f"{top.broker}, which holds {_content(reference[offset])}",
                             (top, member, reference[offset]),
@@ -379,8 +377,8 @@ def replicas(events: Sequence[Event]) -> list[Violation]:
                     out.append(
                         Violation(
                             "replicas",
-                            (partition, member.broker, offset, "differs"),
-                            f"partition {partition} offset {offset}: broker {member.broker} "
+                            (topic, partition, member.broker, offset, "differs"),
+                            f"partition {name} offset {offset}: broker {member.broker} "
                             f"holds {_content(record)}, broker {top.broker} "
                             f"{_content(reference[offset])}",
                             (top, member, reference[offset], record),
@@ -404,6 +402,7 @@ RULES: dict[str, Rule] = {
     "poll-order": poll_order,
     "monotonic": monotonic,
     "replicas": replicas,
+    **TXN_RULES,
 }
 
 

@@ -75,7 +75,7 @@ class Nemesis:
     def _sleep(self, low: float, high: float) -> None:
         time.sleep(self.rng.uniform(low, high))
 
-    def _asker(self) -> BrokerNode:
+    def asker(self) -> BrokerNode:
         return next(
             b
             for b in self.cluster.brokers
@@ -85,7 +85,7 @@ class Nemesis:
         )
 
     def layout(self) -> dict[int, tuple[int, int, tuple[int, ...]]]:
-        return announced(self._asker(), self.topic, timeout=3)
+        return announced(self.asker(), self.topic, timeout=3)
 
     def leader(self, partition: int) -> BrokerNode:
         node = until(lambda: max(self.layout()[partition][0], 0), 30, "a leader")
@@ -224,7 +224,7 @@ class Nemesis:
         replicas = list(
             next(
                 p.replica_nodes
-                for p in _metadata_partitions(self._asker(), self.topic)
+                for p in _metadata_partitions(self.asker(), self.topic)
                 if p.partition_index == partition
             )
         )

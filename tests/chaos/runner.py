@@ -2,6 +2,9 @@
 own; the workload; the nemesis; healing; the final drain; a clean stop; the replicas'
 segment files read; the checker; and what a person reads afterwards, under ``out``:
 
+With ``txn_clients``, the transactional workload (tests/chaos/txn_workload.py) runs beside
+it on a topic of its own, under the same faults, and its rules are checked too.
+
   history.jsonl   every event (tests/chaos/history.py)
   faults.txt      the fault timeline
   report.txt      the checker's verdict, each violation with its smallest history
@@ -31,7 +34,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.chaos import checker, history, stats
 from tests.chaos.history import Drain, Fault, Read, Replica, Stored
 from tests.chaos.nemesis import ADMIN_KINDS, KINDS, Nemesis, admin_kinds_available
-from tests.chaos.workload import ConsumerClient, Prober, ProducerClient, Recorder
+from tests.chaos.txn_workload import TXN_TOPIC, TxnClient, drain
+from tests.chaos.workload import ConsumerClient, Prober, ProducerClient, Recorder, announced
 from tests.cluster.conftest import until
 from tests.cluster.faults import (
     NetnsCluster,
@@ -45,6 +49,10 @@ from tests.cluster.faults import (
 
 TOPIC = "chaos"
 DISK_BROKER = 3
+# How long the transactional drain waits for the partitions' last stable offsets to reach
+# their high watermarks: a transaction its client left open ends by the coordinator's
+# timeout (10 s), so 40 s is generous.
+TRANSACTION_PATIENCE = 40.0
 
 
 @dataclass
@@ -66,6 +74,7 @@ class RunConfig:
     warmup: float = 3.0
     quiet: tuple[float, float] = (3.0, 6.0)  # between faults
     keep_data: bool = False
+    txn_clients: int = 0  # transactional ids of the transactional workload (0: none)
 
 
 @dataclass
@@ -75,6 +84,7 @@ class RunResult:
     figures: list[stats.Figures]
     events: list[history.Event]
     notes: list[str]
+    transactions: dict[str, int] = field(default_factory=dict)  # outcome -> how many
 
     @property
     def ok(self) -> bool:
@@ -103,9 +113,12 @@ def run(config: RunConfig) -> RunResult:
             mount = stack.enter_context(tmpfs(base / f"disk-{DISK_BROKER}", 512))
             data_dirs[DISK_BROKER] = mount / "data"
             disk = (DISK_BROKER, mount)
-        cluster = NetnsCluster(
-            base, lab, 3, settings={"min.insync.replicas": "2"}, data_dirs=data_dirs
-        )
+        settings = {"min.insync.replicas": "2"}
+        if config.txn_clients:
+            # Fewer transaction state partitions than Kafka's 50: the coordinators still
+            # move with their partitions' leaders, and 2 cores go to the workload.
+            settings["transaction.state.log.num.partitions"] = "6"
+        cluster = NetnsCluster(base, lab, 3, settings=settings, data_dirs=data_dirs)
         stack.callback(cluster.kill)
         cluster.start()
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
@@ -113,6 +126,11 @@ def run(config: RunConfig) -> RunResult:
         # active segment keeps up to 1 MiB reserved ahead, capped at segment.bytes).
         topic = NewTopic(TOPIC, config.partitions, 3, config={"segment.bytes": "32768"})
         admin.create_topics([topic])[TOPIC].result(30)
+        topics = [TOPIC]
+        if config.txn_clients:
+            txn_topic = NewTopic(TXN_TOPIC, config.partitions, 3, config={"segment.bytes": "32768"})
+            admin.create_topics([txn_topic])[TXN_TOPIC].result(30)
+            topics.append(TXN_TOPIC)
         del admin  # no client may outlive the lab: it would go on connecting
         nemesis = Nemesis(cluster, TOPIC, config.partitions, rec, rng, disk)
         until(nemesis.settled, 30, "the topic's leaders and full ISRs")
@@ -133,7 +151,15 @@ def run(config: RunConfig) -> RunResult:
             )
             for n in range(config.plain_producers)
         ]  # fmt: skip
-        clients = [prober, *consumers, *producers]
+        committed_readers = [
+            ConsumerClient(rec, bootstrap, TXN_TOPIC, config.partitions, 11, committed=True)
+            for _ in range(1 if config.txn_clients else 0)
+        ]
+        txn_clients = [
+            TxnClient(rec, bootstrap, config.partitions, n + 1, config.seed)
+            for n in range(config.txn_clients)
+        ]
+        clients = [prober, *consumers, *committed_readers, *producers, *txn_clients]
         for client in clients:
             client.start()
         stack.callback(lambda: [c.stop() for c in clients])  # type: ignore[func-returns-value]
@@ -154,12 +180,16 @@ def run(config: RunConfig) -> RunResult:
             notes.append("the cluster did not settle (full ISRs) within 90 s of healing")
         time.sleep(2)
 
-        for p in producers:
-            p.stop()
+        for writer in [*producers, *txn_clients]:
+            writer.stop()
         for p in producers:
             p.join(90)
             if p.unfinished:
                 notes.append(f"producer {p.number}: {p.unfinished} sends had no outcome")
+        for txn_client in txn_clients:
+            txn_client.join(90)
+            if txn_client.is_alive():
+                notes.append(f"{txn_client.name} did not end its last transaction within 90 s")
         run_end = rec.now()
         ends = _high_watermarks(bootstrap, config.partitions)
         caught_up = _wait(
@@ -167,11 +197,11 @@ def run(config: RunConfig) -> RunResult:
         )
         if not caught_up:
             notes.append(f"consumers did not reach the high watermarks {ends} within 60 s")
-        for client in (prober, *consumers):
+        for client in (prober, *consumers, *committed_readers):
             client.stop()
-        for client in (prober, *consumers):
+        for client in (prober, *consumers, *committed_readers):
             client.join(30)
-        for client in [*producers, *consumers]:
+        for client in [*producers, *consumers, *committed_readers, *txn_clients]:
             if client.crashed:
                 notes.append(f"{client.name} died: {client.crashed}")
         fatal = [p.name for p in producers if p.incarnation]
@@ -183,34 +213,40 @@ def run(config: RunConfig) -> RunResult:
         for p in range(config.partitions):
             rec.add(Drain(t, p, 0, ends[p]))
             rec.events += [Read(p, o, v.decode()) for o, v in records[p]]
+        if txn_clients:
+            # Every transaction ended or was left to the coordinator's timeout: wait for
+            # that, then read what committed.
+            notes += drain(rec, bootstrap, config.partitions, TRANSACTION_PATIENCE)
 
         # Every broker stopped cleanly (controlled shutdowns, one at a time), then what
         # each replica holds on disk.
-        replicas = {p: set(isr) for p, (_l, _e, isr) in nemesis.layout().items()}
+        replicas = {
+            (topic, p): set(isr)
+            for topic in topics
+            for p, (_l, _e, isr) in announced(nemesis.asker(), topic, 3).items()
+        }
         for broker in cluster.brokers:
             code = broker.stop(60)
             if code != 0:
                 notes.append(f"broker {broker.node_id} exited {code} on SIGTERM")
         for broker in cluster.brokers:
             hws = checkpointed_high_watermarks(broker.data_dir)
-            for p in range(config.partitions):
-                if broker.node_id not in replicas[p]:
-                    continue
-                held = stored_records(broker.data_dir, TOPIC, p)
-                log_end = held[-1].offset + 1 if held else 0
-                rec.add(Replica(broker.node_id, p, hws.get((TOPIC, p), 0), log_end))
-                rec.events += [
-                    Stored(
-                        broker.node_id,
-                        p,
-                        s.offset,
-                        s.value.decode(),
-                        s.leader_epoch,
-                        s.producer_id,
-                        s.sequence,
-                    )
-                    for s in held
-                ]
+            for topic in topics:
+                name = "" if topic == TOPIC else topic  # "" names the plain workload's
+                for p in range(config.partitions):
+                    if broker.node_id not in replicas[(topic, p)]:
+                        continue
+                    held = stored_records(broker.data_dir, topic, p)
+                    log_end = held[-1].offset + 1 if held else 0
+                    rec.add(Replica(broker.node_id, p, hws.get((topic, p), 0), log_end, name))
+                    rec.events += [
+                        Stored(
+                            broker.node_id, p, s.offset,
+                            s.value.decode(errors="backslashreplace"), s.leader_epoch,
+                            s.producer_id, s.sequence, name,
+                        )
+                        for s in held
+                    ]  # fmt: skip
         cluster.stop()
 
     events = rec.events
@@ -229,13 +265,16 @@ def run(config: RunConfig) -> RunResult:
             mine = [w for w in windows if w.kind == kind]
             if mine:
                 rows.append(_kind_row(events, kind, mine))
-    _write(out, events, violations, report, rows, notes, config, windows)
+    transactions = {
+        status: sum(c.ended[status] for c in txn_clients) for status in TxnClient.OUTCOMES
+    }
+    _write(out, events, violations, report, rows, notes, config, windows, transactions)
     if not violations and not config.keep_data:
         for path in base.glob("broker-*"):
             if path.is_dir():
                 shutil.rmtree(path, ignore_errors=True)
         shutil.rmtree(base / "etcd", ignore_errors=True)
-    return RunResult(violations, report, rows, events, notes)
+    return RunResult(violations, report, rows, events, notes, transactions)
 
 
 def _kind_row(events: list[history.Event], kind: str, windows: list[stats.Window]) -> stats.Figures:
@@ -291,6 +330,7 @@ def _write(
     notes: list[str],
     config: RunConfig,
     windows: list[stats.Window],
+    transactions: dict[str, int],
 ) -> None:
     history.write(out / "history.jsonl", events)
     with open(out / "faults.txt", "w") as f:
@@ -298,7 +338,10 @@ def _write(
             if isinstance(e, Fault):
                 f.write(f"{e.t:9.3f}  {e.fault:<10} {e.phase:<8} {e.target:<14} {e.detail}\n")
     (out / "report.txt").write_text(report + "\n" + "".join(f"note: {n}\n" for n in notes))
-    (out / "figures.md").write_text(stats.table(rows) + "\n")
+    figures = stats.table(rows) + "\n"
+    if transactions:
+        figures += f"\ntransactions: {transactions_line(transactions)}\n"
+    (out / "figures.md").write_text(figures)
     summary = {
         "seed": config.seed,
         "kinds": config.kinds,
@@ -308,6 +351,7 @@ def _write(
         "notes": notes,
         "figures": [asdict(r) for r in rows],
         "faults": len(windows),
+        "transactions": transactions,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     try:
@@ -316,6 +360,10 @@ def _write(
         plot(events, out / "chaos.png", f"seed {config.seed}")
     except ImportError as exc:  # matplotlib is a dev extra
         notes.append(f"no plot: {exc}")
+
+
+def transactions_line(transactions: dict[str, int]) -> str:
+    return ", ".join(f"{count} {status}" for status, count in transactions.items())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -330,6 +378,9 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="KIND:SECONDS,... run each kind alone in turn ('none' for no faults)",
     )
+    parser.add_argument(
+        "--txn-clients", type=int, default=2, help="transactional ids writing beside (0: none)"
+    )
     parser.add_argument("--keep-data", action="store_true")
     args = parser.parse_args(argv)
     phases = None
@@ -343,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         phases,
         rate=args.rate,
         keep_data=args.keep_data,
+        txn_clients=args.txn_clients,
     )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up the lab on SIGTERM
     started = time.monotonic()
@@ -351,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     for note in result.notes:
         print(f"note: {note}")
     print(stats.table(result.figures))
+    if result.transactions:
+        print(f"transactions: {transactions_line(result.transactions)}")
     print(f"{len(result.events)} events in {time.monotonic() - started:.0f} s; see {args.out}")
     return 0 if result.ok else 1
 

@@ -1,7 +1,8 @@
 """The short chaos runs (CI): a 3-broker cluster on etcd in network namespaces, three
-idempotent acks=all producers and two consumers, every fault kind in two runs with fixed
-seeds; the checker must find nothing. Needs root (network
-namespaces, tmpfs). scripts/chaos.sh runs the long version."""
+idempotent acks=all producers and two consumers, and beside them two transactional
+clients (read, write, commit or abort) and a read_committed consumer on a topic of their
+own; every fault kind in two runs with fixed seeds; the checker must find nothing. Needs
+root (network namespaces, tmpfs). scripts/chaos.sh runs the long version."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ pytestmark = [
 def test_no_violation_under_faults(
     tmp_path: Path, seed: int, kinds: list[str], rate: float
 ) -> None:
-    result = run(RunConfig(tmp_path / "run", seed, seconds=55, kinds=kinds, rate=rate))
+    config = RunConfig(tmp_path / "run", seed, seconds=55, kinds=kinds, rate=rate, txn_clients=2)
+    result = run(config)
     assert result.ok, result.report
     kinds_run = {e.fault for e in result.events if getattr(e, "phase", "") == "start"}
     skipped = [n for n in result.notes if "skipped" in n]
@@ -43,3 +45,7 @@ def test_no_violation_under_faults(
     # The run did real work: every fault healed and writes acknowledged after each one.
     assert result.figures[0].acks_per_s > 100, result.figures
     assert not [n for n in result.notes if "skipped" not in n], result.notes
+    # The transactions did real work too: committed, aborted, and read back.
+    assert result.transactions["committed"] > 200, result.transactions
+    assert result.transactions["aborted"] > 20, result.transactions
+    assert sum(1 for e in result.events if e.kind == "committed-read") > 400

@@ -18,6 +18,7 @@ from tests.chaos.history import (
     OK,
     UNKNOWN,
     Assign,
+    CommittedPoll,
     ConsumerError,
     Event,
     LeaderSeen,
@@ -205,10 +206,18 @@ class ProducerClient(threading.Thread):
 
 
 class ConsumerClient(threading.Thread):
-    """assign()s every partition from offset 0 and records every record polled."""
+    """assign()s every partition from offset 0 and records every record polled: as Poll
+    events, or, ``committed`` (the transactional workload's topic, read_committed), as
+    CommittedPoll events."""
 
     def __init__(
-        self, recorder: Recorder, bootstrap: str, topic: str, partitions: int, number: int
+        self,
+        recorder: Recorder,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        number: int,
+        committed: bool = False,
     ) -> None:
         super().__init__(daemon=True, name=f"consumer-{number}")
         self.recorder = recorder
@@ -218,10 +227,12 @@ class ConsumerClient(threading.Thread):
         self.stopping = threading.Event()
         self.next_offset = dict.fromkeys(range(partitions), 0)
         self.crashed = ""
+        self.committed = committed
         self.consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
                 "group.id": f"chaos-consumer-{number}",
+                "isolation.level": "read_committed",  # librdkafka's default, said
                 "enable.auto.commit": False,
                 # An out-of-range position is an error we see, not a silent jump.
                 "auto.offset.reset": "error",
@@ -242,7 +253,8 @@ class ConsumerClient(threading.Thread):
         rec = self.recorder
         self.consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
         for p in range(self.partitions):
-            rec.add(Assign(rec.now(), self.number, p, 0))
+            if not self.committed:
+                rec.add(Assign(rec.now(), self.number, p, 0))
         try:
             while not self.stopping.is_set():
                 messages = self.consumer.consume(500, 0.2)
@@ -259,6 +271,11 @@ class ConsumerClient(threading.Thread):
                                 self.consumer.seek(at)
                             except KafkaException as exc:
                                 rec.add(ConsumerError(rec.now(), self.number, p, str(exc)))
+                        continue
+                    if self.committed:
+                        value = m.value().decode()
+                        rec.add(CommittedPoll(rec.now(), self.number, p, m.offset(), value))
+                        self.next_offset[p] = m.offset() + 1
                         continue
                     if p not in hws:
                         high = self.consumer.get_watermark_offsets(
