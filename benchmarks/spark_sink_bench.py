@@ -64,7 +64,7 @@ def write(frame: Any, writer: str, bootstrap: str, topic: str) -> None:
         out.option("topic", topic).option("kafka.acks", "all").save()
         return
     out = frame.write.format("partita").option("kafka.bootstrap.servers", bootstrap)
-    out = out.option("topic", topic)
+    out = out.option("topic", topic).mode("append")
     if writer == "partita exactly-once":
         out = out.option("deliveryGuarantee", "exactly-once")
         out = out.option("transactionalIdPrefix", f"bench-{uuid.uuid4().hex[:8]}")
@@ -87,7 +87,7 @@ def main() -> int:
     parser.add_argument("--dir", type=Path, default=REPO / "var" / "bench")
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
-    console = Console()
+    console = Console(width=120)
     workdir = Path(tempfile.mkdtemp(prefix="spark-sink-bench-", dir=args.dir.resolve()))
     brokers = [bb.start_partita(workdir, [])]
     try:
