@@ -311,3 +311,91 @@ def test_aiokafkas_transactional_producer_and_read_committed_consumer(
     )
     # librdkafka agrees, and sees no aborted record either.
     assert sorted(_read(txn_broker, "read_committed", 6)) == sorted(committed)
+
+
+def test_compaction_removes_aborted_transactions_and_keeps_the_committed_latest(
+    broker_factory: type[BrokerProcess],
+) -> None:
+    """A compacted topic written in transactions: the cleaner removes the aborted records
+    (read_uncommitted no longer sees them) and compacts the committed ones to the latest
+    per key; nothing is left hanging, before or after a restart (the replay meets
+    removed batches and markers), and the producer goes on."""
+    broker = broker_factory({**SETTINGS, "log.retention.check.interval.ms": "300"})
+    broker.start()
+    topic = "ledger"
+    config = {
+        "cleanup.policy": "compact",
+        "segment.bytes": "2048",
+        "min.cleanable.dirty.ratio": "0.01",
+        "delete.retention.ms": "200",
+    }
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(30)
+    producer = _producer(broker, "ledger-writer")
+    latest: dict[str, str] = {}
+    for i in range(60):
+        key = f"k{i % 6}"
+        producer.begin_transaction()
+        producer.produce(topic, key=key, value=f"aborted-{i}")
+        producer.flush(30)
+        producer.abort_transaction(30)
+        producer.begin_transaction()
+        producer.produce(topic, key=key, value=f"committed-{i}")
+        producer.commit_transaction(30)
+        latest[key] = f"committed-{i}"
+    # Roll past the transactions (the active segment is never cleaned), in batches small
+    # enough for the 2 KiB segments.
+    filler = Producer({"bootstrap.servers": broker.bootstrap, "batch.num.messages": 4})
+    for i in range(40):
+        filler.produce(topic, key=f"filler-{i}", value="x" * 100)
+    assert filler.flush(30) == 0
+
+    def everything(isolation: str) -> list[tuple[str, str]]:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": f"audit-{time.monotonic_ns()}",
+                "isolation.level": isolation,
+                "enable.partition.eof": True,
+            }
+        )
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        found = []
+        try:
+            while True:
+                message = consumer.poll(5)
+                assert message is not None, "no end of partition within 5 s"
+                if message.error():
+                    break  # the end of the partition
+                found.append((message.key().decode(), message.value().decode()))
+        finally:
+            consumer.close()
+        return [kv for kv in found if not kv[0].startswith("filler")]
+
+    deadline = time.monotonic() + 30
+    while any(v.startswith("aborted") for _k, v in everything("read_uncommitted")):
+        assert time.monotonic() < deadline, "the cleaner left aborted records"
+        time.sleep(0.5)
+    for isolation in ("read_uncommitted", "read_committed"):
+        seen = everything(isolation)
+        assert dict(seen) == latest, isolation
+        assert len(seen) < 60, f"{isolation}: {len(seen)} records, not compacted"
+    broker.restart()
+    assert _end_offsets_of(broker, topic, "read_committed") == _end_offsets_of(
+        broker, topic, "read_uncommitted"
+    )
+    assert dict(everything("read_committed")) == latest
+    producer.begin_transaction()  # the same producer goes on after the restart
+    producer.produce(topic, key="k0", value="after")
+    producer.commit_transaction(30)
+    assert dict(everything("read_committed"))["k0"] == "after"
+
+
+def _end_offsets_of(broker: BrokerProcess, topic: str, isolation: str) -> int:
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "ends", "isolation.level": isolation}
+    )
+    try:
+        return int(consumer.get_watermark_offsets(TopicPartition(topic, 0), 10)[1])
+    finally:
+        consumer.close()

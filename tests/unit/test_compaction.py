@@ -5,10 +5,11 @@ from collections.abc import Callable
 from partita.protocol.control_records import TxnMarker, marker_batch
 from partita.protocol.record_batch import read_header
 from partita.protocol.records import Record, build_batch, decode_records
-from partita.storage.cleaner import clean, clean_if_needed
+from partita.storage.cleaner import clean, clean_if_needed, cleanable_end
 from partita.storage.config import LogConfig
 from partita.storage.log import PartitionLog
 from partita.storage.log_manager import LogManager
+from partita.storage.txn_index import AbortedTxn
 from tests.conftest import BASE_TS, FakeClock
 
 OpenManager = Callable[..., LogManager]
@@ -136,30 +137,91 @@ def test_compact_delete_applies_both(open_manager: OpenManager, clock: FakeClock
     assert contents(log) == []
 
 
-def test_a_transactions_records_shadow_nothing_and_stay(open_manager: OpenManager) -> None:
+def in_transaction(log: PartitionLog, producer_id: int, key: str, value: str) -> int:
+    batch = build_batch(
+        [Record(0, BASE_TS, key.encode(), value.encode())],
+        producer_id=producer_id, producer_epoch=0, transactional=True,
+    )  # fmt: skip
+    return log.append_as_leader(batch, 0, from_coordinator=True).first_offset
+
+
+def end_transaction(log: PartitionLog, producer_id: int, commit: bool, first: int) -> int:
+    """The marker, and for an abort its .txnindex entry, as the partition writes them."""
+    marker = marker_batch(TxnMarker(producer_id, 0, commit, 0), BASE_TS)
+    offset = log.append_as_leader(marker, 0, from_coordinator=True).first_offset
+    if not commit:
+        log.index_aborted_txn(AbortedTxn(producer_id, first, offset, offset + 1))
+    log.update_high_watermark(log.log_end_offset)
+    return offset
+
+
+def batch_at(log: PartitionLog, offset: int) -> bytes | None:
+    return next((b for b in log.iter_batches() if read_header(b).base_offset == offset), None)
+
+
+def test_an_aborted_transactions_records_shadow_nothing_and_go(
+    open_manager: OpenManager, clock: FakeClock
+) -> None:
     # A group's committed offset (key k), then the same key written in a transaction that
-    # was aborted (TxnOffsetCommit, then an ABORT marker): cleaning must keep the
-    # committed record, or replaying the log would find no offset for the group at all.
+    # was aborted (TxnOffsetCommit, then an ABORT marker): the aborted record must not
+    # win the key (replaying the log would find no offset for the group at all), and it
+    # goes. Its marker goes delete.retention.ms after its transaction's last batch went.
     log = open_manager(COMPACT).get_or_create("t", 0)
     put(log, "k", "committed")
-    in_transaction = build_batch(
-        [Record(0, BASE_TS, b"k", b"aborted")],
-        producer_id=7, producer_epoch=0, transactional=True,
-    )  # fmt: skip
-    log.append_as_leader(in_transaction, 0, from_coordinator=True)
-    marker = marker_batch(TxnMarker(7, 0, False, 0), BASE_TS)
-    log.append_as_leader(marker, 0, from_coordinator=True)
-    log.update_high_watermark(log.log_end_offset)
+    aborted = in_transaction(log, 7, "k", "aborted")
+    abort_marker = end_transaction(log, 7, False, aborted)
+    later = in_transaction(log, 7, "j", "x")  # the producer's next transaction commits
+    commit_marker = end_transaction(log, 7, True, later)
     log.roll()
     clean(log)
-    assert contents(log) == [
+    found = contents(log)
+    assert [(o, k, v) for o, k, v in found if o not in (abort_marker, commit_marker)] == [
         (0, b"k", b"committed"),
-        (1, b"k", b"aborted"),
-        (2, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00"),
+        (3, b"j", b"x"),
     ]
-    # A later plain record still wins over both.
+    stamped = batch_at(log, abort_marker)
+    assert stamped is not None and read_header(stamped).has_delete_horizon
+    assert log.aborted_txns() == [AbortedTxn(7, 1, 2, 3)]
+    clock.advance(1001)
+    clean(log)
+    assert batch_at(log, abort_marker) is None
+    assert log.aborted_txns() == []  # the entry went with its marker
+    assert batch_at(log, commit_marker) is not None  # its transaction's record is there
+    # A later plain record wins over the committed one.
     put(log, "k", "newer")
     log.roll()
     clean(log)
-    assert [r for r in contents(log) if r[1] == b"k"][-1] == (3, b"k", b"newer")
-    assert (0, b"k", b"committed") not in contents(log)
+    assert [r for r in contents(log) if r[1] == b"k"] == [(5, b"k", b"newer")]
+
+
+def test_a_committed_transactions_records_compact_and_the_last_batch_keeps_its_header(
+    open_manager: OpenManager,
+) -> None:
+    log = open_manager(COMPACT).get_or_create("t", 0)
+    first = in_transaction(log, 8, "k", "v1")
+    end_transaction(log, 8, True, first)
+    second = in_transaction(log, 8, "k", "v2")
+    second_marker = end_transaction(log, 8, True, second)
+    put(log, "k", "v3")
+    log.roll()
+    clean(log)
+    assert [r for r in contents(log) if r[1] == b"k"] == [(4, b"k", b"v3")]
+    assert batch_at(log, first) is None
+    # Producer 8's last batch stays as an empty batch (its sequence for replay), so its
+    # transaction's marker stays too: replay must see the transaction end.
+    kept = batch_at(log, second)
+    assert kept is not None
+    header = read_header(kept)
+    assert header.records_count == 0 and header.producer_id == 8 and header.is_transactional
+    assert batch_at(log, second_marker) is not None
+
+
+def test_cleaning_stops_before_the_first_open_transaction(open_manager: OpenManager) -> None:
+    log = open_manager(COMPACT).get_or_create("t", 0)
+    for i in range(12):
+        put(log, "k", f"v{i}")
+    log.roll()
+    log.first_unstable_offset = lambda: 5  # a transaction still open from offset 5
+    assert cleanable_end(log) == 5
+    log.first_unstable_offset = lambda: None
+    assert cleanable_end(log) == log.active_segment.base_offset

@@ -22,6 +22,7 @@ from partita.server.partition import Partition
 from partita.server.partition_transactions import AbortedTxn
 from partita.storage.log import LATEST_TIMESTAMP
 from partita.storage.log_manager import LogManager
+from partita.storage.txn_index import read_entries
 
 OpenManager = Callable[..., LogManager]
 ME, OTHER = 1, 2
@@ -169,3 +170,54 @@ def test_a_transactions_offsets_from_a_fenced_instance_are_refused(
     with pytest.raises(InvalidProducerEpochError):
         p.append_from_coordinator(offsets)
     assert p.transactions.open == {}
+
+
+def _txnindex_files(p: Partition) -> dict[str, list[AbortedTxn]]:
+    return {path.name: read_entries(path) for path in sorted(p.log.directory.glob("*.txnindex"))}
+
+
+def _where(p: Partition, *entries: AbortedTxn) -> dict[str, list[AbortedTxn]]:
+    """Each entry in the .txnindex of the segment that holds its marker."""
+    files: dict[str, list[AbortedTxn]] = {}
+    for entry in entries:
+        base = max(s.base_offset for s in p.log.segments if s.base_offset <= entry.last_offset)
+        files.setdefault(f"{base:020d}.txnindex", []).append(entry)
+    return files
+
+
+def test_each_abort_lands_in_its_markers_segments_txnindex(
+    open_manager: OpenManager, tmp_path: Path
+) -> None:
+    """Kafka's layout: 34-byte entries beside the segment holding the ABORT marker; a
+    follower writes the same entries; a file lost in a crash is rewritten from the log at
+    load; a truncation takes the entries of the markers it cuts."""
+    leader = _leader(open_manager)
+    leader.append(_batch(7, 0))  # 0-2
+    leader.write_marker(TxnMarker(7, 0, False, 0))  # abort at 3
+    leader.write_marker(TxnMarker(7, 0, True, 0))  # nothing open: no entry
+    leader.append(_batch(8, 0))  # 5-7
+    leader.write_marker(TxnMarker(8, 0, False, 0))  # abort at 8
+    first, second = AbortedTxn(7, 0, 3, 4), AbortedTxn(8, 5, 8, 9)
+    assert _txnindex_files(leader) == _where(leader, first, second)
+    (name,) = _where(leader, first)
+    raw = (leader.log.directory / name).read_bytes()[:34]  # the first entry
+    assert raw == bytes.fromhex("0000" + f"{7:016x}" + f"{0:016x}" + f"{3:016x}" + f"{4:016x}")
+
+    follower_log = open_manager(data_dir=tmp_path / "follower").get_or_create("t", 0)
+    follower = Partition("t", 0, follower_log, OTHER)
+    follower.become(PartitionState(replicas=[ME, OTHER], leader=ME, leader_epoch=1, isr=[ME]))
+    while follower.log.log_end_offset < leader.log.log_end_offset:  # a read is one segment's
+        region = leader.log.read(
+            follower.log.log_end_offset, 1 << 20, max_offset=leader.log.log_end_offset
+        )
+        assert region is not None
+        follower.append_as_follower(region.read())
+    assert _txnindex_files(follower) == _where(follower, first, second)
+
+    (second_name,) = _where(leader, second)
+    (leader.log.directory / second_name).unlink()  # lost in a crash
+    leader.rebuild_producer_state()  # as at load
+    assert _txnindex_files(leader) == _where(leader, first, second)
+
+    leader.truncate_to(8)  # the second abort's marker goes, and its entry
+    assert _txnindex_files(leader) == _where(leader, first)

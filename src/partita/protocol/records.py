@@ -14,6 +14,7 @@ from partita.errors import CorruptRecordError
 from partita.protocol.compression import Compression, compress, decompress
 from partita.protocol.record_batch import (
     ATTRIBUTES_POS,
+    COMPRESSION_MASK,
     CONTROL_BIT,
     CRC_POS,
     DELETE_HORIZON_BIT,
@@ -172,6 +173,22 @@ def build_batch(
     )
     batch = bytearray(encode_header(header))
     batch += payload
+    struct.pack_into(">I", batch, CRC_POS, compute_crc(batch, 0, size))
+    return bytes(batch)
+
+
+def empty_batch(header: BatchHeader) -> bytes:
+    """``header``'s batch with no record left: what compaction keeps of a producer's
+    last batch, whose header (producer id, epoch, sequence range, offset range) replaying
+    the log needs. Kafka writes the same."""
+    size = HEADER_SIZE
+    empty = header._replace(
+        batch_length=size - LOG_OVERHEAD,
+        crc=0,
+        attributes=header.attributes & ~COMPRESSION_MASK,
+        records_count=0,
+    )
+    batch = bytearray(encode_header(empty))
     struct.pack_into(">I", batch, CRC_POS, compute_crc(batch, 0, size))
     return bytes(batch)
 

@@ -171,6 +171,14 @@ class Partition:
     served_as_follower: bool = False  # logged once: a consumer read from this follower
     adding: list[int] = field(default_factory=list)  # replicas a reassignment is adding
 
+    def __post_init__(self) -> None:
+        # The cleaner stops before the earliest open transaction: it must know each
+        # transactional batch's outcome.
+        self.log.first_unstable_offset = self._first_unstable_offset
+
+    def _first_unstable_offset(self) -> int | None:
+        return self.transactions.first_unstable_offset()
+
     @property
     def throttled(self) -> bool:
         """Copying as a replica being added: the replication throttle applies."""
@@ -576,11 +584,20 @@ class Partition:
         self.transactions = PartitionTransactions()
         for segment in self.log.segments:
             for pos, header in segment.iter_headers(0):
-                self._observe(header, partial(segment.read_batch, pos, header.size))
+                self._observe(header, partial(segment.read_batch, pos, header.size), True)
+        fixed = self.log.reconcile_txn_indexes(self.transactions.aborted)
+        if fixed:
+            log.info(".txnindex files rewritten", extra={"partition": self.name, "files": fixed})
 
-    def _observe(self, header: BatchHeader, batch: Callable[[], bytes | memoryview]) -> None:
+    def _observe(
+        self,
+        header: BatchHeader,
+        batch: Callable[[], bytes | memoryview],
+        replaying: bool = False,
+    ) -> None:
         """What one batch, appended or replayed, tells the producer and transaction state;
-        ``batch`` gives its bytes, needed only for a transaction marker."""
+        ``batch`` gives its bytes, needed only for a transaction marker. An appended
+        abort goes into its segment's ``.txnindex`` too."""
         if header.producer_id < 0:
             return
         if header.is_control:
@@ -589,7 +606,9 @@ class Partition:
                 self.producers.on_marker(
                     marker.producer_id, marker.producer_epoch, marker.coordinator_epoch
                 )
-                self.transactions.on_marker(marker, header.base_offset)
+                aborted = self.transactions.on_marker(marker, header.base_offset)
+                if aborted is not None and not replaying:
+                    self.log.index_aborted_txn(aborted)
             return
         if header.base_sequence >= 0:
             self.producers.record(

@@ -10,8 +10,10 @@ producer id, first offset, the marker's offset, and the partition's LSO once tha
 transaction was closed.
 
 Everything here is rebuilt by replaying the log's batch headers (and the markers' one
-record) when a partition is loaded, truncated, or copied by a follower; the aborts live
-in memory, not in ``.txnindex`` files.
+record) when a partition is loaded, truncated, or copied by a follower. The aborts are
+served from memory; each is also written to its marker's segment's ``.txnindex``
+(storage/txn_index.py), which the cleaner reads and Kafka's tools can, and which a
+replay puts right after a crash.
 """
 
 from __future__ import annotations
@@ -20,14 +22,9 @@ import bisect
 from dataclasses import dataclass, field
 
 from partita.protocol.control_records import TxnMarker
+from partita.storage.txn_index import AbortedTxn
 
-
-@dataclass(frozen=True, slots=True)
-class AbortedTxn:
-    producer_id: int
-    first_offset: int
-    last_offset: int  # the ABORT marker's
-    last_stable_offset: int
+__all__ = ["AbortedTxn", "PartitionTransactions"]
 
 
 @dataclass
@@ -42,19 +39,22 @@ class PartitionTransactions:
         if transactional:
             self.open.setdefault(producer_id, base_offset)
 
-    def on_marker(self, marker: TxnMarker, offset: int) -> None:
-        """A marker was appended at ``offset``: the producer's transaction here is over.
-        A marker for a producer with nothing open here (written again by a coordinator
-        that retried, or for a partition the transaction never wrote) ends nothing."""
+    def on_marker(self, marker: TxnMarker, offset: int) -> AbortedTxn | None:
+        """A marker was appended at ``offset``: the producer's transaction here is over;
+        the abort's entry if it aborted one. A marker for a producer with nothing open
+        here (written again by a coordinator that retried, or for a partition the
+        transaction never wrote, or whose batches compaction removed) ends nothing."""
         first = self.open.pop(marker.producer_id, None)
         if first is None or marker.commit:
-            return
+            return None
         # Kafka's rule: the LSO once this transaction is closed, the next open one's
         # start, else just past the marker.
         stable = self.first_unstable_offset()
-        self.aborted.append(
-            AbortedTxn(marker.producer_id, first, offset, offset + 1 if stable is None else stable)
+        entry = AbortedTxn(
+            marker.producer_id, first, offset, offset + 1 if stable is None else stable
         )
+        self.aborted.append(entry)
+        return entry
 
     def first_unstable_offset(self) -> int | None:
         return min(self.open.values()) if self.open else None

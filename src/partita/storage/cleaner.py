@@ -12,11 +12,14 @@ Kafka's rules, in brief:
   now + ``delete.retention.ms`` into its batch (KIP-534); a later pass after that horizon
   removes it;
 - offsets never change: a rewritten batch keeps its base offset and offset range;
-- transactional batches are kept whole and shadow nothing: whether one was committed or
-  aborted is known only from its marker, and a record of an aborted transaction must not
-  outlive the committed one before it (a group's offset in ``__consumer_offsets`` would
-  be lost). Kafka's cleaner removes aborted records instead; partita keeps them, at the
-  cost of space on compacted topics written in transactions.
+- transactions: cleaning stops before the earliest open transaction (the first unstable
+  offset), so every transactional batch it meets has a known outcome. An aborted
+  transaction's batches (the segments' ``.txnindex`` entries say which) are removed and
+  win no key; a committed transaction's records are compacted like any other;
+- a transaction marker is removed once none of its transaction's batches is left: the
+  first such pass stamps a delete horizon of now + ``delete.retention.ms`` into it, as for
+  a tombstone, and a pass after that horizon removes it (and its ``.txnindex`` entry), so
+  that a reader that saw the transaction's records has that long to see its end.
 
 Each segment is rewritten to ``<base>.log.cleaned``, renamed to ``.swap`` when complete,
 then swapped in. A crash at any point leaves either the old or the new segment, never a
@@ -25,16 +28,18 @@ mix (see the loader).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from partita.protocol.compression import Compression
-from partita.protocol.record_batch import iter_headers
-from partita.protocol.records import Record, build_batch, decode_records
+from partita.protocol.record_batch import BatchHeader, iter_headers
+from partita.protocol.records import Record, build_batch, decode_records, empty_batch
 from partita.storage.log import PartitionLog
 from partita.storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
+from partita.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +57,9 @@ def cleanable_end(partition_log: PartitionLog) -> int:
     """First offset the cleaner must not touch."""
     active = partition_log.active_segment
     end = min(active.base_offset, partition_log.high_watermark)
+    unstable = partition_log.first_unstable_offset()
+    if unstable is not None:
+        end = min(end, unstable)
     lag = partition_log.config.min_compaction_lag_ms
     if lag > 0:
         now = partition_log.clock()
@@ -60,6 +68,26 @@ def cleanable_end(partition_log: PartitionLog) -> int:
                 end = min(end, segment.base_offset)
                 break
     return end
+
+
+class _Aborted:
+    """Which transactional batches belong to aborted transactions, from the .txnindex
+    entries: producer id -> its aborted ranges [first offset, marker offset)."""
+
+    def __init__(self, entries: list[AbortedTxn]) -> None:
+        self._ranges: dict[int, list[tuple[int, int]]] = {}
+        for e in entries:
+            self._ranges.setdefault(e.producer_id, []).append((e.first_offset, e.last_offset))
+        for ranges in self._ranges.values():
+            ranges.sort()
+
+    def __contains__(self, batch: tuple[int, int]) -> bool:
+        producer_id, offset = batch
+        ranges = self._ranges.get(producer_id)
+        if not ranges:
+            return False
+        i = bisect.bisect_right(ranges, (offset, 2**63)) - 1
+        return i >= 0 and ranges[i][0] <= offset < ranges[i][1]
 
 
 def _closed_segments_below(partition_log: PartitionLog, end: int) -> list[tuple[LogSegment, int]]:
@@ -106,23 +134,30 @@ def clean(partition_log: PartitionLog, end: int | None = None) -> CleanResult:
         end = cleanable_end(partition_log)
     closed = _closed_segments_below(partition_log, end)
     first_dirty = partition_log.first_dirty_offset
+    aborted = _Aborted(partition_log.aborted_txns())
     latest: dict[bytes, int] = {}
     for segment, seg_end in closed:
         if seg_end <= first_dirty:
             continue
-        for record in _records_of(segment):
+        for record in _records_of(segment, aborted):
             if record.key is not None and record.offset >= first_dirty:
                 latest[record.key] = record.offset
     now = partition_log.clock()
     horizon = now + partition_log.config.delete_retention_ms
     rewritten = removed = before = after = 0
+    pass_state = _Pass(latest, aborted, now, horizon, _last_batches(partition_log))
     for segment, _seg_end in closed:
         before += segment.size
-        cleaned, dropped = _filter_segment(segment, latest, now, horizon)
+        cleaned, dropped = _filter_segment(segment, pass_state)
         if cleaned is None:
             after += segment.size
             continue
+        entries = segment.txn_index.entries()
         _swap_in(partition_log, segment, cleaned)
+        # A marker removed takes its abort's .txnindex entry with it.
+        kept = [e for e in entries if e.last_offset not in pass_state.markers_removed]
+        if kept != entries:
+            segment.txn_index.replace(kept)  # the file beside the swapped-in segment
         after += len(cleaned)
         rewritten += 1
         removed += dropped
@@ -141,19 +176,47 @@ def clean(partition_log: PartitionLog, end: int | None = None) -> CleanResult:
     return CleanResult(rewritten, before, after, removed, partition_log.first_dirty_offset)
 
 
-def _records_of(segment: LogSegment) -> list[Record]:
+def _records_of(segment: LogSegment, aborted: _Aborted) -> list[Record]:
+    """The records that can win a key: neither markers nor aborted transactions'."""
     out: list[Record] = []
     for pos, header in segment.iter_headers(0):
-        if header.is_control or header.is_transactional:
-            continue  # neither ends nor wins a key (see the module's rules)
+        if header.is_control:
+            continue
+        if header.is_transactional and (header.producer_id, header.base_offset) in aborted:
+            continue
         _, records = decode_records(segment.read_batch(pos, header.size))
         out.extend(records)
     return out
 
 
-def _filter_segment(
-    segment: LogSegment, latest: dict[bytes, int], now: int, horizon: int
-) -> tuple[bytes | None, int]:
+def _last_batches(partition_log: PartitionLog) -> set[int]:
+    """Base offsets of each producer's last data batch in the log (headers only)."""
+    last: dict[int, int] = {}
+    for segment in partition_log.segments:
+        for _pos, header in segment.iter_headers(0):
+            if header.producer_id >= 0 and not header.is_control:
+                last[header.producer_id] = header.base_offset
+    return set(last.values())
+
+
+@dataclass
+class _Pass:
+    """What one pass knows as it walks the closed segments in order."""
+
+    latest: dict[bytes, int]  # key -> offset of its latest record
+    aborted: _Aborted
+    now: int
+    horizon: int  # a delete horizon stamped in this pass
+    # Each producer's last data batch stays, as an empty batch when none of its records
+    # does: replaying the log after a restart must find the producer's last sequence (as
+    # Kafka's cleaner keeps the last batch of each active producer).
+    last_batches: set[int]
+    # Producer id -> whether its current transaction still has a batch (a marker ends it).
+    transaction_kept: dict[int, bool] = field(default_factory=dict)
+    markers_removed: set[int] = field(default_factory=set)
+
+
+def _filter_segment(segment: LogSegment, state: _Pass) -> tuple[bytes | None, int]:
     """The segment's new contents, or None if nothing in it changes."""
     data = segment.read_batch(0, segment.size)
     out = bytearray()
@@ -161,18 +224,37 @@ def _filter_segment(
     dropped = 0
     for pos, header in iter_headers(data):
         raw = data[pos : pos + header.size]
-        if header.is_control or header.is_transactional:
-            out += raw
+        if header.is_control:
+            kept_marker = _filter_marker(header, raw, state)
+            if kept_marker is not raw:
+                changed = True
+                if kept_marker is None:
+                    dropped += 1
+                    state.markers_removed.add(header.base_offset)
+                    continue
+            out += kept_marker
             continue
+        last = header.producer_id >= 0 and header.base_offset in state.last_batches
+        if header.is_transactional:
+            state.transaction_kept.setdefault(header.producer_id, False)
+            if (header.producer_id, header.base_offset) in state.aborted:
+                changed = True
+                dropped += header.records_count
+                if last:  # an empty batch keeps the producer, and so its marker stays
+                    out += empty_batch(header)
+                    state.transaction_kept[header.producer_id] = True
+                continue
         _, records = decode_records(raw)
-        horizon_passed = header.has_delete_horizon and now >= header.base_timestamp
+        horizon_passed = header.has_delete_horizon and state.now >= header.base_timestamp
         kept = [
             r
             for r in records
             if r.key is not None
-            and latest.get(r.key, -1) <= r.offset
+            and state.latest.get(r.key, -1) <= r.offset
             and not (r.value is None and horizon_passed)
         ]
+        if (kept or last) and header.is_transactional:
+            state.transaction_kept[header.producer_id] = True
         has_tombstone = any(r.value is None for r in kept)
         needs_horizon = has_tombstone and not header.has_delete_horizon
         if len(kept) == len(records) and not needs_horizon:
@@ -181,9 +263,11 @@ def _filter_segment(
         changed = True
         dropped += len(records) - len(kept)
         if not kept:
+            if last:  # the producer's last batch: its header stays, or replay forgets it
+                out += empty_batch(header)
             continue
         if has_tombstone:
-            batch_horizon = header.base_timestamp if header.has_delete_horizon else horizon
+            batch_horizon = header.base_timestamp if header.has_delete_horizon else state.horizon
         else:
             batch_horizon = None
         out += build_batch(
@@ -200,6 +284,34 @@ def _filter_segment(
             last_offset_delta=header.last_offset_delta,
         )
     return (bytes(out) if changed else None), dropped
+
+
+def _filter_marker(
+    header: BatchHeader, raw: bytes | memoryview, state: _Pass
+) -> bytes | memoryview | None:
+    """A transaction marker as it stays (``raw`` itself when unchanged, a copy with a
+    delete horizon stamped, or None: removed). It goes only when none of its
+    transaction's batches is left and its delete horizon has passed."""
+    if not header.is_transactional:
+        return raw
+    if state.transaction_kept.pop(header.producer_id, False):
+        return raw  # records of its transaction remain: readers need its verdict
+    if header.has_delete_horizon:
+        return None if state.now >= header.base_timestamp else raw
+    _, records = decode_records(raw)
+    return build_batch(
+        records,
+        base_offset=header.base_offset,
+        partition_leader_epoch=header.partition_leader_epoch,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        log_append_time=header.is_log_append_time,
+        transactional=True,
+        control=True,
+        delete_horizon_ms=state.horizon,
+        last_offset_delta=header.last_offset_delta,
+    )
 
 
 def _swap_in(partition_log: PartitionLog, old: LogSegment, contents: bytes) -> None:

@@ -20,6 +20,7 @@ from partita.storage.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
+from partita.storage.txn_index import TXN_INDEX_SUFFIX
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def finish_interrupted_operations(directory: Path) -> None:
                 for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                     final.with_suffix(suffix).unlink(missing_ok=True)
     for path in directory.iterdir():
-        is_index = path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+        is_index = path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
         if is_index and _is_segment_name(path.stem) and not path.with_suffix(LOG_SUFFIX).exists():
             path.unlink()
 

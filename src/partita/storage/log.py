@@ -53,6 +53,7 @@ from partita.protocol.records import decode_records
 from partita.storage.config import LogConfig
 from partita.storage.leader_epochs import LeaderEpochCache
 from partita.storage.segment import RESERVE_WINDOW, BatchInfo, LogSegment
+from partita.storage.txn_index import AbortedTxn, TxnIndexCorruptError
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,10 @@ class PartitionLog:
         self.recovery_point = min(recovery_point, self.log_end_offset)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
         self.first_dirty_offset = self.log_start_offset
+        # The first offset of the earliest open transaction (None: none open). The
+        # partition, which tracks transactions, sets it; the cleaner stops there, so it
+        # only ever meets transactions whose outcome is known.
+        self.first_unstable_offset: Callable[[], int | None] = lambda: None
         self.offline_reason: str | None = None
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
@@ -160,6 +165,41 @@ class PartitionLog:
         with self._lock:
             self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
             return self.high_watermark
+
+    # -- aborted transactions (.txnindex) ------------------------------------------
+
+    def index_aborted_txn(self, entry: AbortedTxn) -> None:
+        """An ABORT marker was appended at ``entry.last_offset``: its segment's
+        ``.txnindex`` gets the entry."""
+        with self._lock:
+            segment = self._segments[self._segment_index_for(entry.last_offset)]
+            segment.txn_index.append(entry)
+
+    def aborted_txns(self) -> list[AbortedTxn]:
+        """Every segment's ``.txnindex`` entries, in log order."""
+        with self._lock:  # not while a marker's entry is half written
+            return [entry for segment in self._segments for entry in segment.txn_index.entries()]
+
+    def reconcile_txn_indexes(self, entries: list[AbortedTxn]) -> int:
+        """Make the ``.txnindex`` files hold exactly ``entries`` (what replaying the
+        markers found), each in the segment of its marker; how many files changed. A
+        crash can leave a marker in the log and not in its index, and a compaction can
+        remove an aborted transaction's every batch."""
+        with self._lock:
+            wanted: dict[int, list[AbortedTxn]] = {}
+            for entry in entries:
+                wanted.setdefault(self._segment_index_for(entry.last_offset), []).append(entry)
+            changed = 0
+            for index, segment in enumerate(self._segments):
+                expected = wanted.get(index, [])
+                try:
+                    stale = segment.txn_index.entries() != expected
+                except TxnIndexCorruptError:
+                    stale = True
+                if stale:
+                    segment.txn_index.replace(expected)
+                    changed += 1
+            return changed
 
     def _check_online(self) -> None:
         if self.offline_reason is not None:

@@ -1,4 +1,5 @@
-"""One segment of a partition log: ``<base>.log`` with its ``.index`` and ``.timeindex``.
+"""One segment of a partition log: ``<base>.log`` with its ``.index`` and ``.timeindex``,
+and ``.txnindex`` once a transaction is aborted in it (storage/txn_index.py).
 
 The segment never decodes records on the append or read path. It scans batch headers
 (reading a window of the file at a time) only to translate an offset into a file
@@ -22,6 +23,7 @@ from partita.protocol.records import decode_records
 from partita.storage import linux_file_calls
 from partita.storage.indexes import IndexCorruptError, OffsetIndex, TimeIndex
 from partita.storage.open_files import OPEN_SEGMENT_FILES, SegmentFile
+from partita.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from partita.storage.writeback import WRITEBACK
 
 LOG_SUFFIX = ".log"
@@ -92,6 +94,8 @@ class LogSegment:
         self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
         self.index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX)
         self.time_index_path = directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
+        txn_index_path = directory / segment_file_name(base_offset, TXN_INDEX_SUFFIX)
+        self.txn_index = TransactionIndex(txn_index_path)
         # Open while the process-wide cache keeps it (open_files.py); None otherwise.
         self._file: SegmentFile | None = None
         self._offset_index: OffsetIndex | None = None
@@ -133,7 +137,7 @@ class LogSegment:
             max_index_entries=max_index_entries,
             created_ms=created_ms,
         )
-        for path in (segment.log_path, segment.index_path, segment.time_index_path):
+        for path in segment.all_paths():
             path.unlink(missing_ok=True)
         segment._offset_index = OffsetIndex(segment.index_path, base_offset, max_index_entries)
         segment._time_index = TimeIndex(segment.time_index_path, base_offset, max_index_entries)
@@ -659,6 +663,7 @@ class LogSegment:
         self._writeback_from = min(self._writeback_from, position)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.max_timestamp_so_far = -1
         self.offset_of_max_timestamp = -1
         self.load_tail_state()
@@ -692,7 +697,7 @@ class LogSegment:
             OPEN_SEGMENT_FILES.release(file)
 
     def all_paths(self) -> list[Path]:
-        return [self.log_path, self.index_path, self.time_index_path]
+        return [self.log_path, self.index_path, self.time_index_path, self.txn_index.path]
 
     def rename_for_deletion(self) -> None:
         """Step one of a delayed delete: move the files aside."""
