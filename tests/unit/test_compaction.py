@@ -225,3 +225,18 @@ def test_cleaning_stops_before_the_first_open_transaction(open_manager: OpenMana
     assert cleanable_end(log) == 5
     log.first_unstable_offset = lambda: None
     assert cleanable_end(log) == log.active_segment.base_offset
+
+
+def test_an_aborted_last_batch_is_emptied_once(open_manager: OpenManager) -> None:
+    log = open_manager(COMPACT).get_or_create("t", 0)
+    aborted = in_transaction(log, 9, "k", "aborted")
+    end_transaction(log, 9, False, aborted)
+    put(log, "j", "plain")
+    log.roll()
+    assert clean(log).records_removed == 1
+    emptied = batch_at(log, aborted)
+    assert emptied is not None and read_header(emptied).records_count == 0
+    # The producer's last batch, emptied, and its marker (a batch of its transaction is
+    # left) stay as they are: a later pass has nothing to rewrite.
+    assert clean(log).segments_rewritten == 0
+    assert [r for r in contents(log) if r[1] == b"k"] == []

@@ -28,12 +28,12 @@ mix (see the loader).
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import logging
 import os
 from dataclasses import dataclass, field
 
+from partita.protocol.aborted_batches import AbortedFilter, aborted_filter
 from partita.protocol.compression import Compression
 from partita.protocol.record_batch import BatchHeader, iter_headers
 from partita.protocol.records import Record, build_batch, decode_records, empty_batch
@@ -68,26 +68,6 @@ def cleanable_end(partition_log: PartitionLog) -> int:
                 end = min(end, segment.base_offset)
                 break
     return end
-
-
-class _Aborted:
-    """Which transactional batches belong to aborted transactions, from the .txnindex
-    entries: producer id -> its aborted ranges [first offset, marker offset)."""
-
-    def __init__(self, entries: list[AbortedTxn]) -> None:
-        self._ranges: dict[int, list[tuple[int, int]]] = {}
-        for e in entries:
-            self._ranges.setdefault(e.producer_id, []).append((e.first_offset, e.last_offset))
-        for ranges in self._ranges.values():
-            ranges.sort()
-
-    def __contains__(self, batch: tuple[int, int]) -> bool:
-        producer_id, offset = batch
-        ranges = self._ranges.get(producer_id)
-        if not ranges:
-            return False
-        i = bisect.bisect_right(ranges, (offset, 2**63)) - 1
-        return i >= 0 and ranges[i][0] <= offset < ranges[i][1]
 
 
 def _closed_segments_below(partition_log: PartitionLog, end: int) -> list[tuple[LogSegment, int]]:
@@ -134,18 +114,25 @@ def clean(partition_log: PartitionLog, end: int | None = None) -> CleanResult:
         end = cleanable_end(partition_log)
     closed = _closed_segments_below(partition_log, end)
     first_dirty = partition_log.first_dirty_offset
-    aborted = _Aborted(partition_log.aborted_txns())
+    aborted = partition_log.aborted_txns()
+    dirty = [segment for segment, seg_end in closed if seg_end > first_dirty]
     latest: dict[bytes, int] = {}
-    for segment, seg_end in closed:
-        if seg_end <= first_dirty:
-            continue
-        for record in _records_of(segment, aborted):
-            if record.key is not None and record.offset >= first_dirty:
-                latest[record.key] = record.offset
+    if dirty:
+        walk = _aborted_from(aborted, dirty[0].base_offset)
+        for segment in dirty:
+            for record in _records_of(segment, walk):
+                if record.key is not None and record.offset >= first_dirty:
+                    latest[record.key] = record.offset
     now = partition_log.clock()
     horizon = now + partition_log.config.delete_retention_ms
     rewritten = removed = before = after = 0
-    pass_state = _Pass(latest, aborted, now, horizon, _last_batches(partition_log))
+    pass_state = _Pass(
+        latest,
+        _aborted_from(aborted, closed[0][0].base_offset if closed else end),
+        now,
+        horizon,
+        _last_batches(partition_log),
+    )
     for segment, _seg_end in closed:
         before += segment.size
         cleaned, dropped = _filter_segment(segment, pass_state)
@@ -176,15 +163,27 @@ def clean(partition_log: PartitionLog, end: int | None = None) -> CleanResult:
     return CleanResult(rewritten, before, after, removed, partition_log.first_dirty_offset)
 
 
-def _records_of(segment: LogSegment, aborted: _Aborted) -> list[Record]:
+def _aborted_from(entries: list[AbortedTxn], start: int) -> AbortedFilter | None:
+    """The aborted transactions a walk from ``start`` in offset order can meet, as the
+    filter a read_committed reader uses (protocol/aborted_batches.py); None: none."""
+    return aborted_filter(
+        (e.producer_id, e.first_offset) for e in entries if e.last_offset >= start
+    )
+
+
+def _is_aborted(walk: AbortedFilter | None, batch: memoryview, header: BatchHeader) -> bool:
+    """Fed every batch of the walk in order (markers too: an ABORT ends its transaction)."""
+    return walk is not None and walk.drops(batch, 0, header)
+
+
+def _records_of(segment: LogSegment, walk: AbortedFilter | None) -> list[Record]:
     """The records that can win a key: neither markers nor aborted transactions'."""
     out: list[Record] = []
     for pos, header in segment.iter_headers(0):
-        if header.is_control:
+        batch = memoryview(segment.read_batch(pos, header.size))
+        if _is_aborted(walk, batch, header) or header.is_control:
             continue
-        if header.is_transactional and (header.producer_id, header.base_offset) in aborted:
-            continue
-        _, records = decode_records(segment.read_batch(pos, header.size))
+        _, records = decode_records(batch)
         out.extend(records)
     return out
 
@@ -204,7 +203,7 @@ class _Pass:
     """What one pass knows as it walks the closed segments in order."""
 
     latest: dict[bytes, int]  # key -> offset of its latest record
-    aborted: _Aborted
+    aborted: AbortedFilter | None  # walks every closed segment's batches in order
     now: int
     horizon: int  # a delete horizon stamped in this pass
     # Each producer's last data batch stays, as an empty batch when none of its records
@@ -218,12 +217,13 @@ class _Pass:
 
 def _filter_segment(segment: LogSegment, state: _Pass) -> tuple[bytes | None, int]:
     """The segment's new contents, or None if nothing in it changes."""
-    data = segment.read_batch(0, segment.size)
+    data = memoryview(segment.read_batch(0, segment.size))
     out = bytearray()
     changed = False
     dropped = 0
     for pos, header in iter_headers(data):
         raw = data[pos : pos + header.size]
+        aborted = _is_aborted(state.aborted, raw, header)
         if header.is_control:
             kept_marker = _filter_marker(header, raw, state)
             if kept_marker is not raw:
@@ -234,16 +234,18 @@ def _filter_segment(segment: LogSegment, state: _Pass) -> tuple[bytes | None, in
                     continue
             out += kept_marker
             continue
-        last = header.producer_id >= 0 and header.base_offset in state.last_batches
+        last = header.base_offset in state.last_batches
         if header.is_transactional:
+            # Set below once a batch of the transaction stays: its marker must stay too.
             state.transaction_kept.setdefault(header.producer_id, False)
-            if (header.producer_id, header.base_offset) in state.aborted:
+        if aborted:  # only a producer's last batch stays, emptied
+            if last:
+                state.transaction_kept[header.producer_id] = True
+                out += empty_batch(header) if header.records_count else raw
+            if header.records_count:
                 changed = True
                 dropped += header.records_count
-                if last:  # an empty batch keeps the producer, and so its marker stays
-                    out += empty_batch(header)
-                    state.transaction_kept[header.producer_id] = True
-                continue
+            continue
         _, records = decode_records(raw)
         horizon_passed = header.has_delete_horizon and state.now >= header.base_timestamp
         kept = [
@@ -253,7 +255,7 @@ def _filter_segment(segment: LogSegment, state: _Pass) -> tuple[bytes | None, in
             and state.latest.get(r.key, -1) <= r.offset
             and not (r.value is None and horizon_passed)
         ]
-        if (kept or last) and header.is_transactional:
+        if header.is_transactional and (kept or last):
             state.transaction_kept[header.producer_id] = True
         has_tombstone = any(r.value is None for r in kept)
         needs_horizon = has_tombstone and not header.has_delete_horizon
@@ -270,25 +272,11 @@ def _filter_segment(segment: LogSegment, state: _Pass) -> tuple[bytes | None, in
             batch_horizon = header.base_timestamp if header.has_delete_horizon else state.horizon
         else:
             batch_horizon = None
-        out += build_batch(
-            kept,
-            base_offset=header.base_offset,
-            compression=Compression(header.compression),
-            partition_leader_epoch=header.partition_leader_epoch,
-            producer_id=header.producer_id,
-            producer_epoch=header.producer_epoch,
-            base_sequence=header.base_sequence,
-            log_append_time=header.is_log_append_time,
-            transactional=header.is_transactional,
-            delete_horizon_ms=batch_horizon,
-            last_offset_delta=header.last_offset_delta,
-        )
+        out += _rebuilt(header, kept, batch_horizon)
     return (bytes(out) if changed else None), dropped
 
 
-def _filter_marker(
-    header: BatchHeader, raw: bytes | memoryview, state: _Pass
-) -> bytes | memoryview | None:
+def _filter_marker(header: BatchHeader, raw: memoryview, state: _Pass) -> memoryview | bytes | None:
     """A transaction marker as it stays (``raw`` itself when unchanged, a copy with a
     delete horizon stamped, or None: removed). It goes only when none of its
     transaction's batches is left and its delete horizon has passed."""
@@ -298,18 +286,23 @@ def _filter_marker(
         return raw  # records of its transaction remain: readers need its verdict
     if header.has_delete_horizon:
         return None if state.now >= header.base_timestamp else raw
-    _, records = decode_records(raw)
+    return _rebuilt(header, decode_records(raw)[1], state.horizon)
+
+
+def _rebuilt(header: BatchHeader, records: list[Record], delete_horizon_ms: int | None) -> bytes:
+    """``header``'s batch holding ``records`` only, its offsets and producer kept."""
     return build_batch(
         records,
         base_offset=header.base_offset,
+        compression=Compression(header.compression),
         partition_leader_epoch=header.partition_leader_epoch,
         producer_id=header.producer_id,
         producer_epoch=header.producer_epoch,
         base_sequence=header.base_sequence,
         log_append_time=header.is_log_append_time,
-        transactional=True,
-        control=True,
-        delete_horizon_ms=state.horizon,
+        transactional=header.is_transactional,
+        control=header.is_control,
+        delete_horizon_ms=delete_horizon_ms,
         last_offset_delta=header.last_offset_delta,
     )
 
