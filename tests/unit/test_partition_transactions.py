@@ -28,8 +28,10 @@ OpenManager = Callable[..., LogManager]
 ME, OTHER = 1, 2
 
 
-def _leader(open_manager: OpenManager, node: int = ME, leader: int = ME) -> Partition:
-    log = open_manager().get_or_create("t", 0)
+def _leader(
+    open_manager: OpenManager, node: int = ME, leader: int = ME, manager: LogManager | None = None
+) -> Partition:
+    log = (manager or open_manager()).get_or_create("t", 0)
     partition = Partition("t", 0, log, node)
     partition.become(PartitionState(replicas=[ME, OTHER], leader=leader, leader_epoch=1, isr=[ME]))
     return partition
@@ -43,6 +45,20 @@ def _batch(producer: int, seq: int, n: int = 3, *, epoch: int = 0) -> bytes:
         records, producer_id=producer, producer_epoch=epoch, base_sequence=seq,
         transactional=True,
     )  # fmt: skip
+
+
+def _follower_copy(open_manager: OpenManager, tmp_path: Path, leader: Partition) -> Partition:
+    """A follower that copied the leader's whole log, as its fetcher would."""
+    follower_log = open_manager(data_dir=tmp_path / "follower").get_or_create("t", 0)
+    follower = Partition("t", 0, follower_log, OTHER)
+    follower.become(PartitionState(replicas=[ME, OTHER], leader=ME, leader_epoch=1, isr=[ME]))
+    while follower.log.log_end_offset < leader.log.log_end_offset:  # a read is one segment's
+        region = leader.log.read(
+            follower.log.log_end_offset, 1 << 20, max_offset=leader.log.log_end_offset
+        )
+        assert region is not None
+        follower.append_as_follower(region.read())
+    return follower
 
 
 def _values(partition: Partition, *, read_committed: bool) -> list[bytes]:
@@ -71,7 +87,7 @@ def test_open_transactions_hold_the_lso_and_markers_release_it(open_manager: Ope
 
     p.append(_batch(8, 0))  # 6-8, producer 8's
     p.write_marker(TxnMarker(7, 0, False, 0))  # abort at 9: 8's transaction is still open
-    assert p.transactions.aborted == [AbortedTxn(7, 0, 9, 6)]
+    assert p.log.aborted_txns() == [AbortedTxn(7, 0, 9, 6)]
     assert p.last_stable_offset == 6
     p.write_marker(TxnMarker(8, 0, True, 0))  # commit at 10
     assert p.last_stable_offset == p.high_watermark == 11
@@ -98,7 +114,7 @@ def test_a_reloaded_partition_and_a_follower_rebuild_the_same_state(
     leader.write_marker(TxnMarker(9, 0, True, 0))
 
     def state(p: Partition) -> tuple[dict[int, int], list[AbortedTxn], int]:
-        return dict(p.transactions.open), list(p.transactions.aborted), p.last_stable_offset
+        return dict(p.transactions.open), p.log.aborted_txns(), p.last_stable_offset
 
     assert state(leader) == ({8: 3, 7: 7}, [AbortedTxn(7, 0, 6, 3)], 3)
     before = state(leader)
@@ -106,15 +122,7 @@ def test_a_reloaded_partition_and_a_follower_rebuild_the_same_state(
     leader.rebuild_producer_state()  # as at load, from the log alone
     assert state(leader) == before
 
-    follower_log = open_manager(data_dir=tmp_path / "follower").get_or_create("t", 0)
-    follower = Partition("t", 0, follower_log, OTHER)
-    follower.become(PartitionState(replicas=[ME, OTHER], leader=ME, leader_epoch=1, isr=[ME]))
-    while follower.log.log_end_offset < leader.log.log_end_offset:  # a read is one segment's
-        region = leader.log.read(
-            follower.log.log_end_offset, 1 << 20, max_offset=leader.log.log_end_offset
-        )
-        assert region is not None
-        follower.append_as_follower(region.read())
+    follower = _follower_copy(open_manager, tmp_path, leader)
     assert state(follower)[:2] == before[:2]
 
 
@@ -191,7 +199,8 @@ def test_each_abort_lands_in_its_markers_segments_txnindex(
     """Kafka's layout: 34-byte entries beside the segment holding the ABORT marker; a
     follower writes the same entries; a file lost in a crash is rewritten from the log at
     load; a truncation takes the entries of the markers it cuts."""
-    leader = _leader(open_manager)
+    manager = open_manager()
+    leader = _leader(open_manager, manager=manager)
     leader.append(_batch(7, 0))  # 0-2
     leader.write_marker(TxnMarker(7, 0, False, 0))  # abort at 3
     leader.write_marker(TxnMarker(7, 0, True, 0))  # nothing open: no entry
@@ -203,21 +212,16 @@ def test_each_abort_lands_in_its_markers_segments_txnindex(
     raw = (leader.log.directory / name).read_bytes()[:34]  # the first entry
     assert raw == bytes.fromhex("0000" + f"{7:016x}" + f"{0:016x}" + f"{3:016x}" + f"{4:016x}")
 
-    follower_log = open_manager(data_dir=tmp_path / "follower").get_or_create("t", 0)
-    follower = Partition("t", 0, follower_log, OTHER)
-    follower.become(PartitionState(replicas=[ME, OTHER], leader=ME, leader_epoch=1, isr=[ME]))
-    while follower.log.log_end_offset < leader.log.log_end_offset:  # a read is one segment's
-        region = leader.log.read(
-            follower.log.log_end_offset, 1 << 20, max_offset=leader.log.log_end_offset
-        )
-        assert region is not None
-        follower.append_as_follower(region.read())
+    follower = _follower_copy(open_manager, tmp_path, leader)
     assert _txnindex_files(follower) == _where(follower, first, second)
 
     (second_name,) = _where(leader, second)
     (leader.log.directory / second_name).unlink()  # lost in a crash
-    leader.rebuild_producer_state()  # as at load
+    manager.shutdown()
+    leader = _leader(open_manager)  # loaded again: replays the log
+    leader.rebuild_producer_state()  # as the replica manager does at load
     assert _txnindex_files(leader) == _where(leader, first, second)
+    assert leader.log.aborted_txns() == [first, second]
 
     leader.truncate_to(8)  # the second abort's marker goes, and its entry
     assert _txnindex_files(leader) == _where(leader, first)

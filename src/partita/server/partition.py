@@ -441,7 +441,7 @@ class Partition:
             )
         if read_committed and replica < 0:
             # Kafka bounds the search by the fetch's end; the LSO bounds what was read.
-            result.aborted = self.transactions.aborted_between(offset, result.last_stable_offset)
+            result.aborted = self.log.aborted_between(offset, result.last_stable_offset)
         return result
 
     def read(
@@ -582,10 +582,12 @@ class Partition:
         transactions and aborted ones (only a marker's one record is decoded)."""
         self.producers = ProducerStateTable()
         self.transactions = PartitionTransactions()
+        aborted: list[AbortedTxn] = []
         for segment in self.log.segments:
             for pos, header in segment.iter_headers(0):
-                self._observe(header, partial(segment.read_batch, pos, header.size), True)
-        fixed = self.log.reconcile_txn_indexes(self.transactions.aborted)
+                batch = partial(segment.read_batch, pos, header.size)
+                self._observe(header, batch, replayed_aborts=aborted)
+        fixed = self.log.reconcile_txn_indexes(aborted)
         if fixed:
             log.info(".txnindex files rewritten", extra={"partition": self.name, "files": fixed})
 
@@ -593,11 +595,12 @@ class Partition:
         self,
         header: BatchHeader,
         batch: Callable[[], bytes | memoryview],
-        replaying: bool = False,
+        replayed_aborts: list[AbortedTxn] | None = None,
     ) -> None:
         """What one batch, appended or replayed, tells the producer and transaction state;
-        ``batch`` gives its bytes, needed only for a transaction marker. An appended
-        abort goes into its segment's ``.txnindex`` too."""
+        ``batch`` gives its bytes, needed only for a transaction marker. An abort goes
+        into its segment's ``.txnindex``, or, replaying, into ``replayed_aborts`` (to be
+        checked against the files)."""
         if header.producer_id < 0:
             return
         if header.is_control:
@@ -607,7 +610,9 @@ class Partition:
                     marker.producer_id, marker.producer_epoch, marker.coordinator_epoch
                 )
                 aborted = self.transactions.on_marker(marker, header.base_offset)
-                if aborted is not None and not replaying:
+                if aborted is not None and replayed_aborts is not None:
+                    replayed_aborts.append(aborted)
+                elif aborted is not None:
                     self.log.index_aborted_txn(aborted)
             return
         if header.base_sequence >= 0:

@@ -1,5 +1,5 @@
-"""A partition's transactions (sans-IO): the open ones, which hold the last stable offset
-back, and the aborted ones, which read_committed fetches report.
+"""A partition's open transactions (sans-IO), which hold the last stable offset back, and
+the rule that makes an abort's entry, which read_committed fetches report.
 
 A transaction is open on a partition from its producer's first transactional batch there
 until the coordinator's marker for it. The last stable offset (LSO) is the first offset
@@ -9,16 +9,15 @@ transaction that wrote here is remembered as Kafka's ``.txnindex`` entry would b
 producer id, first offset, the marker's offset, and the partition's LSO once that
 transaction was closed.
 
-Everything here is rebuilt by replaying the log's batch headers (and the markers' one
-record) when a partition is loaded, truncated, or copied by a follower. The aborts are
-served from memory; each is also written to its marker's segment's ``.txnindex``
-(storage/txn_index.py), which the cleaner reads and Kafka's tools can, and which a
-replay puts right after a crash.
+The open transactions are rebuilt by replaying the log's batch headers (and the markers'
+one record) when a partition is loaded, truncated, or copied by a follower. The aborts
+are the log's: each entry goes to its marker's segment's ``.txnindex``
+(storage/txn_index.py), which fetches and the cleaner read, and which a replay puts right
+after a crash.
 """
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass, field
 
 from partita.protocol.control_records import TxnMarker
@@ -31,8 +30,6 @@ __all__ = ["AbortedTxn", "PartitionTransactions"]
 class PartitionTransactions:
     # producer id -> offset of its open transaction's first batch here.
     open: dict[int, int] = field(default_factory=dict)
-    # Every abort in the log, in marker order (so by last offset).
-    aborted: list[AbortedTxn] = field(default_factory=list)
 
     def on_data(self, producer_id: int, base_offset: int, transactional: bool) -> None:
         """A data batch was appended at ``base_offset``."""
@@ -50,11 +47,9 @@ class PartitionTransactions:
         # Kafka's rule: the LSO once this transaction is closed, the next open one's
         # start, else just past the marker.
         stable = self.first_unstable_offset()
-        entry = AbortedTxn(
+        return AbortedTxn(
             marker.producer_id, first, offset, offset + 1 if stable is None else stable
         )
-        self.aborted.append(entry)
-        return entry
 
     def first_unstable_offset(self) -> int | None:
         return min(self.open.values()) if self.open else None
@@ -62,17 +57,3 @@ class PartitionTransactions:
     def last_stable_offset(self, high_watermark: int) -> int:
         first = self.first_unstable_offset()
         return high_watermark if first is None else min(first, high_watermark)
-
-    def aborted_between(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
-        """The aborted transactions a read_committed fetch of [fetch_offset, upper_bound)
-        reports: those whose range meets it. As Kafka's ``collectAbortedTransactions``,
-        the search ends at the first entry whose last stable offset reaches past the
-        upper bound; it starts at the first abort ending at or after the fetch offset."""
-        found = []
-        start = bisect.bisect_left(self.aborted, fetch_offset, key=lambda a: a.last_offset)
-        for entry in self.aborted[start:]:
-            if entry.first_offset < upper_bound:
-                found.append(entry)
-            if entry.last_stable_offset >= upper_bound:
-                break
-        return found

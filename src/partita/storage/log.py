@@ -177,8 +177,28 @@ class PartitionLog:
 
     def aborted_txns(self) -> list[AbortedTxn]:
         """Every segment's ``.txnindex`` entries, in log order."""
-        with self._lock:  # not while a marker's entry is half written
-            return [entry for segment in self._segments for entry in segment.txn_index.entries()]
+        with self._lock:
+            segments = list(self._segments)
+        return [entry for segment in segments for entry in segment.txn_index.entries()]
+
+    def aborted_between(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed fetch of [fetch_offset, upper_bound)
+        reports: those whose range meets it. As Kafka's ``collectAbortedTransactions``,
+        the search starts in the segment holding the fetch offset (an abort ending before
+        it cannot matter) and ends at the first entry whose last stable offset reaches
+        past the upper bound."""
+        with self._lock:
+            segments = self._segments[self._segment_index_for(fetch_offset) :]
+        found = []
+        for segment in segments:
+            for entry in segment.txn_index.entries():
+                if entry.last_offset < fetch_offset:
+                    continue
+                if entry.first_offset < upper_bound:
+                    found.append(entry)
+                if entry.last_stable_offset >= upper_bound:
+                    return found
+        return found
 
     def reconcile_txn_indexes(self, entries: list[AbortedTxn]) -> int:
         """Make the ``.txnindex`` files hold exactly ``entries`` (what replaying the
@@ -919,6 +939,7 @@ class PartitionLog:
                 max_index_entries=max(1, self.config.segment_index_bytes // 8),
             )
             new.rebuild_indexes()
+            new.txn_index = old.txn_index  # the same file, and what fetches read of it
             self._segments[i] = new
             due = self.clock() + self.config.file_delete_delay_ms
             self._pending_deletions.append(_PendingDeletion(old, due, close_only=True))

@@ -4,8 +4,9 @@ One entry per transaction aborted by a marker in the segment, 34 bytes big-endia
 version (int16, 0), producer id (int64), first offset (int64: the transaction's first
 batch in this partition), last offset (int64: the ABORT marker's) and last stable offset
 (int64: the partition's LSO once the transaction was closed). A read_committed fetch
-reports the entries whose range meets what it returns, so that the client can drop the
-aborted batches itself; the cleaner reads them to know which batches to remove. The file
+reports the entries whose range meets what it returns (``PartitionLog.aborted_between``),
+so that the client can drop the aborted batches itself; the cleaner reads them to know
+which batches to remove. The file
 is created with its first entry, as Kafka's is; Kafka's ``kafka-dump-log
 --transaction-index`` reads it.
 """
@@ -57,15 +58,22 @@ def read_entries(path: Path) -> list[AbortedTxn]:
 
 
 class TransactionIndex:
-    """The file beside one segment: appended to as markers are, rewritten when the
-    segment is truncated or its entries are found stale on load. Never fsynced on its
-    own: the log is the truth, and loading a partition replays its markers and rewrites
-    a file that lost entries in a crash."""
+    """The file beside one segment, and its entries in memory (read once): appended to
+    as markers are, rewritten when the segment is truncated or its entries are found
+    stale on load. Never fsynced on its own: the log is the truth, and loading a
+    partition replays its markers and rewrites a file that lost entries in a crash."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._entries: list[AbortedTxn] | None = None
+
+    def entries(self) -> list[AbortedTxn]:
+        if self._entries is None:
+            self._entries = read_entries(self.path)
+        return self._entries
 
     def append(self, entry: AbortedTxn) -> None:
+        entries = self.entries()
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             payload = entry.encode()
@@ -73,19 +81,18 @@ class TransactionIndex:
                 raise OSError(f"short write to {self.path.name}")
         finally:
             os.close(fd)
-
-    def entries(self) -> list[AbortedTxn]:
-        return read_entries(self.path)
+        self._entries = [*entries, entry]  # a new list: a reader holds the old one whole
 
     def replace(self, entries: list[AbortedTxn]) -> None:
         """The file holds exactly ``entries`` (none: no file)."""
-        if not entries:
+        if entries:
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            with open(tmp, "wb") as out:
+                out.write(b"".join(e.encode() for e in entries))
+            os.replace(tmp, self.path)
+        else:
             self.path.unlink(missing_ok=True)
-            return
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "wb") as out:
-            out.write(b"".join(e.encode() for e in entries))
-        os.replace(tmp, self.path)
+        self._entries = list(entries)
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries of markers at or past ``offset`` (the log was cut there)."""
