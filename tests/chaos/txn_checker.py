@@ -74,7 +74,7 @@ def aborted_read(events: Sequence[Event]) -> list[Violation]:
             out.append(
                 Violation(
                     "aborted-read",
-                    (e.value, e.kind, getattr(e, "txn", getattr(e, "consumer", ""))),
+                    (e.value, _who(e)),
                     f"{_who(e)} read {e.value!r} at partition {e.partition} offset {e.offset}, "
                     f"written by {end.txn}, which was aborted",
                     (end, e),

@@ -13,7 +13,6 @@ open, as a restarted application would.
 from __future__ import annotations
 
 import random
-import threading
 import time
 from typing import Any
 
@@ -30,14 +29,14 @@ from tests.chaos.history import (
     TxnSend,
     transaction_name,
 )
-from tests.chaos.workload import Recorder
+from tests.chaos.workload import Client, Recorder
 
 TXN_TOPIC = "chaos-txn"
 TRANSACTION_TIMEOUT_MS = 10_000
 END_PATIENCE = 60.0  # seconds a commit or an abort is asked again while retriable
 
 
-class TxnClient(threading.Thread):
+class TxnClient(Client):
     """One transactional id: read, write, commit (or abort ``abort_share`` of the time)."""
 
     OUTCOMES = (COMMITTED, ABORTED, UNKNOWN)
@@ -52,7 +51,7 @@ class TxnClient(threading.Thread):
         abort_share: float = 0.2,
         pause: float = 0.02,
     ) -> None:
-        super().__init__(daemon=True, name=f"txn-{number}")
+        super().__init__(f"txn-{number}")
         self.recorder = recorder
         self.bootstrap = bootstrap
         self.partitions = partitions
@@ -60,8 +59,6 @@ class TxnClient(threading.Thread):
         self.rng = random.Random(seed * 1000 + number)
         self.abort_share = abort_share
         self.pause = pause
-        self.stopping = threading.Event()
-        self.crashed = ""
         self.ended = dict.fromkeys(self.OUTCOMES, 0)
         self.producers = 0  # incarnations: a new producer after each fatal error
         self._producer: Producer | None = None
@@ -90,13 +87,6 @@ class TxnClient(threading.Thread):
                 if self.stopping.is_set() or time.monotonic() > deadline or not error.retriable():
                     raise
                 time.sleep(0.2)
-
-    def run(self) -> None:
-        try:
-            self._run()
-        except Exception as exc:  # the history must say a client died, not stop quietly
-            self.crashed = f"{type(exc).__name__}: {exc}"
-            raise
 
     def _run(self) -> None:
         consumer = Consumer(
@@ -192,9 +182,6 @@ class TxnClient(threading.Thread):
     def _record(self, end: TxnEnd) -> None:
         self.recorder.add(end)
         self.ended[end.status] += 1
-
-    def stop(self) -> None:
-        self.stopping.set()
 
 
 def _name(exc: Exception) -> str:

@@ -71,7 +71,30 @@ class Recorder:
         self.events.append(event)
 
 
-class ProducerClient(threading.Thread):
+class Client(threading.Thread):
+    """A workload thread: ``_run`` until ``stop()``; an exception it dies of is kept in
+    ``crashed`` (the history must say a client died, not stop quietly)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(daemon=True, name=name)
+        self.stopping = threading.Event()
+        self.crashed = ""
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except Exception as exc:
+            self.crashed = f"{type(exc).__name__}: {exc}"
+            raise
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+
+class ProducerClient(Client):
     """Writes ``rate`` values a second round-robin over the partitions. ``idempotent``:
     acks=all with idempotence and retries (the workload's producers); otherwise acks=all,
     no retries and one request in flight, so that a refusal is a definite failure."""
@@ -86,7 +109,7 @@ class ProducerClient(threading.Thread):
         rate: float,
         idempotent: bool = True,
     ) -> None:
-        super().__init__(daemon=True, name=f"producer-{number}")
+        super().__init__(f"producer-{number}")
         self.recorder = recorder
         self.bootstrap = bootstrap
         self.topic = topic
@@ -94,12 +117,10 @@ class ProducerClient(threading.Thread):
         self.number = number
         self.rate = rate
         self.idempotent = idempotent
-        self.stopping = threading.Event()
         self.fatal = threading.Event()
         self.incarnation = 0
         self.sent = 0
         self.unfinished = 0
-        self.crashed = ""
 
     @property
     def producer_number(self) -> int:
@@ -145,13 +166,6 @@ class ProducerClient(threading.Thread):
                 recorder.add(Outcome(recorder.now(), value, partition, status, -1, err.name()))
 
         return delivered
-
-    def run(self) -> None:
-        try:
-            self._run()
-        except Exception as exc:  # the history must say a client died, not stop quietly
-            self.crashed = f"{type(exc).__name__}: {exc}"
-            raise
 
     def _run(self) -> None:
         producer = self._client()
@@ -201,11 +215,8 @@ class ProducerClient(threading.Thread):
             producer.purge()
             producer.flush(5)
 
-    def stop(self) -> None:
-        self.stopping.set()
 
-
-class ConsumerClient(threading.Thread):
+class ConsumerClient(Client):
     """assign()s every partition from offset 0 and records every record polled: as Poll
     events, or, ``committed`` (the transactional workload's topic, read_committed), as
     CommittedPoll events."""
@@ -219,14 +230,12 @@ class ConsumerClient(threading.Thread):
         number: int,
         committed: bool = False,
     ) -> None:
-        super().__init__(daemon=True, name=f"consumer-{number}")
+        super().__init__(f"consumer-{number}")
         self.recorder = recorder
         self.topic = topic
         self.partitions = partitions
         self.number = number
-        self.stopping = threading.Event()
         self.next_offset = dict.fromkeys(range(partitions), 0)
-        self.crashed = ""
         self.committed = committed
         self.consumer = Consumer(
             {
@@ -241,13 +250,6 @@ class ConsumerClient(threading.Thread):
                 "log_level": 3,
             }
         )
-
-    def run(self) -> None:
-        try:
-            self._run()
-        except Exception as exc:
-            self.crashed = f"{type(exc).__name__}: {exc}"
-            raise
 
     def _run(self) -> None:
         rec = self.recorder
@@ -293,9 +295,6 @@ class ConsumerClient(threading.Thread):
         finally:
             self.consumer.close()
 
-    def stop(self) -> None:
-        self.stopping.set()
-
 
 def announced(broker: BrokerNode, topic: str, timeout: float = 1.0) -> dict[int, Any]:
     """partition -> (leader, leader epoch, isr) as ``broker`` answers Metadata."""
@@ -314,17 +313,16 @@ def announced(broker: BrokerNode, topic: str, timeout: float = 1.0) -> dict[int,
     }
 
 
-class Prober(threading.Thread):
+class Prober(Client):
     """Asks every running broker for the topic's leaders twice a second."""
 
     def __init__(self, recorder: Recorder, brokers: list[BrokerNode], topic: str) -> None:
-        super().__init__(daemon=True, name="prober")
+        super().__init__("prober")
         self.recorder = recorder
         self.brokers = brokers
         self.topic = topic
-        self.stopping = threading.Event()
 
-    def run(self) -> None:
+    def _run(self) -> None:
         while not self.stopping.wait(0.5):
             for broker in self.brokers:
                 if not broker.alive:
@@ -336,6 +334,3 @@ class Prober(threading.Thread):
                 t = self.recorder.now()
                 for p, (leader, epoch, isr) in seen.items():
                     self.recorder.add(LeaderSeen(t, broker.node_id, p, leader, epoch, isr))
-
-    def stop(self) -> None:
-        self.stopping.set()

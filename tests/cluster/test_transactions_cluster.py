@@ -65,14 +65,20 @@ def read_committed(cluster: LocalCluster, topic: str, expect: int) -> list[str]:
     return seen
 
 
-def _coordinator(cluster: LocalCluster) -> int:
-    async def ask() -> int:
+def _leaders(cluster: LocalCluster, topic: str) -> dict[int, int]:
+    """partition -> its leader, as the cluster describes ``topic``."""
+
+    async def ask() -> dict[int, int]:
         async with AsyncAdmin(cluster.bootstrap) as admin:
-            (topic,) = await admin.describe_topics([TRANSACTION_TOPIC])
-            index = transaction_partition(TID, len(topic.partitions))
-            return next(p.leader for p in topic.partitions if p.partition == index)
+            (found,) = await admin.describe_topics([topic])
+            return {p.partition: p.leader for p in found.partitions}
 
     return asyncio.run(ask())
+
+
+def _coordinator(cluster: LocalCluster) -> int:
+    leaders = _leaders(cluster, TRANSACTION_TOPIC)
+    return leaders[transaction_partition(TID, len(leaders))]
 
 
 @pytest.mark.timeout(300)
@@ -116,15 +122,6 @@ def test_the_coordinators_death_before_a_commit_loses_and_doubles_nothing(
     assert not set(seen) & set(aborted)
 
 
-def _leader_of(cluster: LocalCluster, topic: str, partition: int) -> int:
-    async def ask() -> int:
-        async with AsyncAdmin(cluster.bootstrap) as admin:
-            (found,) = await admin.describe_topics([topic])
-            return next(p.leader for p in found.partitions if p.partition == partition)
-
-    return asyncio.run(ask())
-
-
 @pytest.mark.timeout(420)
 def test_consume_transform_produce_across_a_leader_and_the_producer_killed(
     cluster: LocalCluster,
@@ -160,7 +157,7 @@ def test_consume_transform_produce_across_a_leader_and_the_producer_killed(
     first = subprocess.Popen(worker, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         wait_for_commits(300, first)
-        victim = _leader_of(cluster, sink, 0)
+        victim = _leaders(cluster, sink)[0]
         cluster.broker(victim).kill()
         wait_for_commits(1200, first)  # it went on past the failover
         first.kill()  # SIGKILL, wherever it is
