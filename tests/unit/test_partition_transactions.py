@@ -225,3 +225,29 @@ def test_each_abort_lands_in_its_markers_segments_txnindex(
 
     leader.truncate_to(8)  # the second abort's marker goes, and its entry
     assert _txnindex_files(leader) == _where(leader, first)
+
+
+def test_an_abort_its_txnindex_cannot_take_is_still_reported_and_written_at_load(
+    open_manager: OpenManager,
+) -> None:
+    """Found by the chaos run of seed 12 (a full disk): the .txnindex write failed, the
+    marker was in the log, and read_committed fetches stopped reporting the abort, so
+    consumers read aborted records. A failed index write must cost only the file."""
+    manager = open_manager()
+    leader = _leader(open_manager, manager=manager)
+    leader.append(_batch(7, 0))  # 0-2
+    leader.log.roll()  # the marker's segment, and its .txnindex, are this one's
+    early = leader.fetch(0, 1 << 20, min_one_batch=True, read_committed=True)
+    assert early.aborted == []  # a reader, before the disk fills
+    blocked = leader.log.active_segment.txn_index.path
+    blocked.mkdir()  # the file cannot be written from now on (as on a full disk)
+    leader.write_marker(TxnMarker(7, 0, False, 0))  # abort at 3: no error
+    read = leader.fetch(0, 1 << 20, min_one_batch=True, read_committed=True)
+    assert read.aborted == [AbortedTxn(7, 0, 3, 4)]
+    assert _values(leader, read_committed=True) == [b"7:0", b"7:1", b"7:2"]  # dropped by clients
+    manager.shutdown()
+    blocked.rmdir()
+    reloaded = _leader(open_manager)
+    reloaded.rebuild_producer_state()
+    assert read_entries(blocked) == [AbortedTxn(7, 0, 3, 4)]
+    assert reloaded.log.aborted_txns() == [AbortedTxn(7, 0, 3, 4)]

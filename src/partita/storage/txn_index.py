@@ -13,10 +13,15 @@ is created with its first entry, as Kafka's is; Kafka's ``kafka-dump-log
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 TXN_INDEX_SUFFIX = ".txnindex"
 _ENTRY = struct.Struct(">hqqqq")
@@ -58,10 +63,11 @@ def read_entries(path: Path) -> list[AbortedTxn]:
 
 
 class TransactionIndex:
-    """The file beside one segment, and its entries in memory (read once): appended to
-    as markers are, rewritten when the segment is truncated or its entries are found
-    stale on load. Never fsynced on its own: the log is the truth, and loading a
-    partition replays its markers and rewrites a file that lost entries in a crash."""
+    """The entries beside one segment, in memory (read once from the file) and in the
+    file. Memory is what fetches and the cleaner read, so it changes first; the file
+    follows, and a write that fails (a full disk) is logged, not raised: the log holds
+    the markers, and loading the partition replays them and rewrites the file. Never
+    fsynced on its own, for the same reason."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -73,26 +79,16 @@ class TransactionIndex:
         return self._entries
 
     def append(self, entry: AbortedTxn) -> None:
-        entries = self.entries()
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            payload = entry.encode()
-            if os.write(fd, payload) != len(payload):
-                raise OSError(f"short write to {self.path.name}")
-        finally:
-            os.close(fd)
-        self._entries = [*entries, entry]  # a new list: a reader holds the old one whole
+        self._entries = [*self.entries(), entry]  # a new list: a reader keeps the old whole
+        self._write(lambda: _append_to(self.path, entry.encode()))
 
     def replace(self, entries: list[AbortedTxn]) -> None:
-        """The file holds exactly ``entries`` (none: no file)."""
-        if entries:
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            with open(tmp, "wb") as out:
-                out.write(b"".join(e.encode() for e in entries))
-            os.replace(tmp, self.path)
-        else:
-            self.path.unlink(missing_ok=True)
+        """Hold exactly ``entries`` (none: no file)."""
         self._entries = list(entries)
+        if entries:
+            self._write(lambda: _replace_file(self.path, b"".join(e.encode() for e in entries)))
+        else:
+            self._write(lambda: self.path.unlink(missing_ok=True))
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries of markers at or past ``offset`` (the log was cut there)."""
@@ -100,3 +96,28 @@ class TransactionIndex:
         kept = [e for e in entries if e.last_offset < offset]
         if len(kept) != len(entries):
             self.replace(kept)
+
+    def _write(self, write: Callable[[], object]) -> None:
+        try:
+            write()
+        except OSError as exc:
+            log.warning(
+                ".txnindex not written; the next load rewrites it from the log",
+                extra={"file": str(self.path), "error": str(exc)},
+            )
+
+
+def _append_to(path: Path, payload: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        if os.write(fd, payload) != len(payload):
+            raise OSError(errno.ENOSPC, f"short write to {path.name}")
+    finally:
+        os.close(fd)
+
+
+def _replace_file(path: Path, payload: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as out:
+        out.write(payload)
+    os.replace(tmp, path)
