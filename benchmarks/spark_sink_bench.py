@@ -33,7 +33,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +102,7 @@ def main() -> int:
             for broker, writer in passes[shift:] + passes[:shift]:
                 topic = f"sink-{uuid.uuid4().hex[:10]}"
                 bb.create_topic(broker, topic, args.partitions)
-                took, used = timed(write, frame, writer, broker, topic)
+                took, used = timed_write(frame, writer, broker, topic)
                 if writer == "partita exactly-once":
                     got = committed_rows(spark, broker.bootstrap, topic)
                     if got != args.records:
@@ -124,17 +123,13 @@ def main() -> int:
     return 0
 
 
-def timed(
-    action: Callable[[Any, str, str, str], None],
-    frame: Any,
-    writer: str,
-    broker: bb.BrokerProcess,
-    topic: str,
+def timed_write(
+    frame: Any, writer: str, broker: bb.BrokerProcess, topic: str
 ) -> tuple[float, float]:
     """(wall seconds, broker CPU seconds) of one write."""
     cpu0 = broker.cpu_seconds()
     start = time.perf_counter()
-    action(frame, writer, broker.bootstrap, topic)
+    write(frame, writer, broker.bootstrap, topic)
     return time.perf_counter() - start, broker.cpu_seconds() - cpu0
 
 
