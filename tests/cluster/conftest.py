@@ -18,8 +18,19 @@ from partita.local.cluster import BrokerNode, LocalCluster
 Factory = Callable[..., LocalCluster]
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call":
+        item.stash[_FAILED] = report.failed
+    return report
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
 @pytest.fixture
-def cluster_factory(tmp_path: Path) -> Iterator[Factory]:
+def cluster_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
     made: list[LocalCluster] = []
 
     def make(brokers: int = 3, racks: list[str] | None = None, **settings: str) -> LocalCluster:
@@ -34,6 +45,12 @@ def cluster_factory(tmp_path: Path) -> Iterator[Factory]:
         return cluster
 
     yield make
+    if request.node.stash.get(_FAILED, False):
+        # A failure on a loaded CI machine is read from its output alone: the brokers'
+        # last lines say what each was doing (elections, fetches, ISR changes).
+        for cluster in made:
+            for broker in cluster.brokers:
+                print(f"--- broker {broker.node_id}: {broker.log_path}\n{broker.logs(60)}")
     for cluster in made:
         cluster.kill()
 

@@ -7,8 +7,8 @@ read_committed consumer against a real broker.
   the first can neither write nor commit again.
 - A transaction its producer left open holds the last stable offset back until the next
   instance's init_transactions aborts it, or until transaction.timeout.ms does.
-- An open transaction survives the broker's restart (its state is in the log) and then
-  commits.
+- An open transaction survives the broker's restart, clean (from the producer snapshot
+  written at the stop) or killed (from the log), and then commits.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.admin import DescribeTransactionsRequest, DescribeTransactionsResponse
 
+from partita.storage.producer_snapshot import decode
 from tests.integration.conftest import BrokerProcess
 from tests.integration.test_bad_input import connect, roundtrip
 
@@ -148,13 +149,30 @@ def test_an_open_transaction_holds_the_lso_until_it_times_out(txn_broker: Broker
     assert "aborting a transaction past its timeout" in txn_broker.logs()
 
 
-def test_an_open_transaction_survives_a_restart_and_commits(txn_broker: BrokerProcess) -> None:
+@pytest.mark.parametrize("shutdown", ["clean", "kill"])
+def test_an_open_transaction_survives_a_restart_and_commits(
+    txn_broker: BrokerProcess, shutdown: str
+) -> None:
+    """A clean stop snapshots each partition's producers at its log end (Kafka's
+    ``.snapshot``) and the start loads it, replaying nothing; after kill -9 there is no
+    such snapshot and the start replays the log. Both must know the transaction."""
     producer = _producer(txn_broker, "survivor")
     producer.begin_transaction()
     for i in range(20):
         producer.produce(TOPIC, key=str(i), value=f"kept-{i}")
     producer.flush(30)
-    txn_broker.restart()
+    if shutdown == "clean":
+        txn_broker.stop()
+        for partition in range(2):
+            directory = txn_broker.data_dir / f"{TOPIC}-{partition}"
+            (snapshot,) = directory.glob("*.snapshot")
+            (entry,) = decode(snapshot.read_bytes())
+            assert entry.current_txn_first_offset == 0  # open since the first batch
+            assert int(snapshot.stem) > 0  # at the log end
+    else:
+        txn_broker.kill()
+        assert not list(txn_broker.data_dir.glob(f"{TOPIC}-*/*.snapshot"))
+    txn_broker.start()
     # Nothing readable yet: the transaction is still open after the restart.
     assert _end_offsets(txn_broker, "read_committed") == [0, 0]
     producer.commit_transaction(60)

@@ -459,6 +459,7 @@ def _spark_stages(
     from partita.pipeline.spark_cluster import (  # noqa: PLC0415
         SparkClusterError,
         executor_wait_seconds,
+        executors,
         explain_failure,
         is_local,
         wait_for_executors,
@@ -479,11 +480,7 @@ def _spark_stages(
     try:
         if not is_local(plan.master):
             wait = executor_wait_seconds(plan.settings)
-            count = wait_for_executors(spark.sparkContext, plan.master, wait)
-            console.print(
-                f"Spark on {plan.master}: {count} executor{'s' if count != 1 else ''}"
-                + (", partita shipped with the job" if plan.ship else "")
-            )
+            wait_for_executors(spark.sparkContext, plan.master, wait)
         timings["start Spark"] = time.perf_counter() - started
         started = time.perf_counter()
         with console.status("Spark batch: on-time performance per carrier and route"):
@@ -502,6 +499,14 @@ def _spark_stages(
                 window[0] if window is not None else None,
             )
         timings["Spark streaming"] = time.perf_counter() - started
+        if not is_local(plan.master):
+            # Counted after the stages, not when the first executor joined: the others
+            # register while the job runs (one JVM per worker), and this says who ran it.
+            count = executors(spark.sparkContext)
+            console.print(
+                f"Spark on {plan.master}: {count} executor{'s' if count != 1 else ''}"
+                + (", partita shipped with the job" if plan.ship else "")
+            )
     except SparkClusterError as exc:
         raise fail(str(exc)) from None
     except Exception as exc:

@@ -58,6 +58,8 @@ class FollowedPartition(Protocol):
 
     def truncate_to(self, offset: int) -> int: ...
 
+    def start_over_at(self, offset: int) -> None: ...
+
     @property
     def throttled(self) -> bool: ...
 
@@ -293,7 +295,7 @@ class FetcherManager:
             # again where the leader's log starts.
             start = await self._leader_log_start(connection, followed)
             if start is not None and partition.log.log_end_offset < start:
-                partition.log.truncate_fully_and_start_at(start)
+                partition.start_over_at(start)
                 log.warning(
                     "follower restarted its log at the leader's log start",
                     extra={"partition": f"{partition.topic}-{partition.index}", "offset": start},

@@ -72,7 +72,7 @@ from partita.protocol.record_batch import (
 )
 from partita.replication.progress import LeaderProgress
 from partita.server.partition_transactions import AbortedTxn, PartitionTransactions
-from partita.server.producer_state import ProducerStateTable
+from partita.server.producer_state import ProducerEntry, ProducerStateTable
 from partita.storage.log import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -81,12 +81,16 @@ from partita.storage.log import (
     AppendInfo,
     PartitionLog,
 )
+from partita.storage.producer_snapshot import ProducerSnapshotEntry
 
 log = logging.getLogger(__name__)
 
 # Kafka's smallest legal batch length: enough to reach the magic byte.
 MIN_BATCH_LENGTH = 14
 _PRODUCER_ID = struct.Struct(">q")
+# A producer with an open transaction and no sequence state (never built by appends, only
+# read): its snapshot entry says so with -1s.
+_NO_PRODUCER = ProducerEntry(-1)
 
 IsrWriter = Callable[["Partition", list[int]], None]
 # Whether a replica's broker may be in an ISR now: registered and running, not starting or
@@ -175,9 +179,18 @@ class Partition:
         # The cleaner stops before the earliest open transaction: it must know each
         # transactional batch's outcome.
         self.log.first_unstable_offset = self._first_unstable_offset
+        # The log snapshots the producer state when it rolls a segment and at a close.
+        self.log.producer_state = self._producer_snapshot
 
     def _first_unstable_offset(self) -> int | None:
         return self.transactions.first_unstable_offset()
+
+    def _producer_snapshot(self) -> list[ProducerSnapshotEntry]:
+        producers, open_txns = self.producers.producers, self.transactions.open
+        return [
+            producers.get(pid, _NO_PRODUCER).snapshot_entry(pid, open_txns.get(pid, -1))
+            for pid in sorted(producers.keys() | open_txns.keys())
+        ]
 
     @property
     def throttled(self) -> bool:
@@ -575,21 +588,46 @@ class Partition:
         )
         return removed
 
+    def start_over_at(self, offset: int) -> None:
+        """Drop the whole log and start it empty at ``offset`` (a follower whose log
+        ends below its leader's log start): the producer state goes with it."""
+        self.log.truncate_fully_and_start_at(offset)
+        self.rebuild_producer_state()
+
     # -- appends -------------------------------------------------------------------------
 
     def rebuild_producer_state(self) -> None:
-        """Replay batch headers from the log: idempotent producers' sequences, open
-        transactions and aborted ones (only a marker's one record is decoded)."""
+        """Idempotent producers' sequences and open transactions, from the newest
+        producer snapshot and the batch headers after it (only a marker's one record is
+        decoded); the aborts those batches hold are checked against the ``.txnindex``
+        files. Without a usable snapshot (none, or a ``.txnindex`` before it unreadable)
+        the whole log is replayed."""
         self.producers = ProducerStateTable()
         self.transactions = PartitionTransactions()
+        start = self.log.segments[0].base_offset
+        snapshot = self.log.producer_snapshot()
+        if snapshot is not None and self.log.txn_indexes_readable(below=snapshot[0]):
+            start = snapshot[0]
+            self._load_snapshot(snapshot[1])
         aborted: list[AbortedTxn] = []
-        for segment in self.log.segments:
-            for pos, header in segment.iter_headers(0):
-                batch = partial(segment.read_batch, pos, header.size)
-                self._observe(header, batch, replayed_aborts=aborted)
-        fixed = self.log.reconcile_txn_indexes(aborted)
+        for segment, pos, header in self.log.iter_headers(start):
+            batch = partial(segment.read_batch, pos, header.size)
+            self._observe(header, batch, replayed_aborts=aborted)
+        fixed = self.log.reconcile_txn_indexes(aborted, from_offset=start)
         if fixed:
             log.info(".txnindex files rewritten", extra={"partition": self.name, "files": fixed})
+
+    def _load_snapshot(self, entries: list[ProducerSnapshotEntry]) -> None:
+        """A snapshot's producers, less those whose last batch is below the log start
+        (deleted since, as Kafka forgets them); an open transaction always stays, as
+        its marker is still to come."""
+        log_start = self.log.log_start_offset
+        for entry in entries:
+            if entry.current_txn_first_offset >= 0:
+                self.transactions.open[entry.producer_id] = entry.current_txn_first_offset
+            elif entry.last_offset < log_start:
+                continue
+            self.producers.producers[entry.producer_id] = ProducerEntry.from_snapshot(entry)
 
     def _observe(
         self,
@@ -607,7 +645,10 @@ class Partition:
             if header.is_transactional:
                 marker = read_marker(batch())
                 self.producers.on_marker(
-                    marker.producer_id, marker.producer_epoch, marker.coordinator_epoch
+                    marker.producer_id,
+                    marker.producer_epoch,
+                    marker.coordinator_epoch,
+                    header.max_timestamp,
                 )
                 aborted = self.transactions.on_marker(marker, header.base_offset)
                 if aborted is not None and replayed_aborts is not None:
@@ -623,6 +664,7 @@ class Partition:
                 header.base_sequence + header.last_offset_delta,
                 header.base_offset,
                 header.last_offset,
+                header.max_timestamp,
             )
         self.transactions.on_data(header.producer_id, header.base_offset, header.is_transactional)
 

@@ -9,8 +9,11 @@ appended (sequence range and offsets), like Kafka's ProducerStateManager:
 - an epoch older than the producer's is INVALID_PRODUCER_EPOCH; a newer epoch must
   start again at sequence 0.
 
-The state is rebuilt from batch headers when a partition is loaded, so it survives
-restarts without snapshot files.
+The state survives restarts: the log keeps it in Kafka's ``.snapshot`` files
+(storage/producer_snapshot.py) at each segment roll and at a clean close, and loading a
+partition starts from the newest one and replays the batch headers after it. As in
+Kafka, a snapshot keeps each producer's last batch only, so after a load a retry of
+one of the four before it is refused as out of order instead of answered again.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from partita.errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
+from partita.storage.producer_snapshot import ProducerSnapshotEntry
 
 MAX_SEQUENCE = 2**31 - 1
 BATCHES_REMEMBERED = 5
@@ -43,10 +47,42 @@ class ProducerEntry:
     # The epoch of the transaction coordinator that last wrote a marker for the producer
     # here (the leader epoch of its __transaction_state partition): older ones are fenced.
     coordinator_epoch: int = -1
+    last_timestamp: int = -1  # the max timestamp of its last batch or marker here
 
     @property
     def last_seq(self) -> int:
         return self.batches[-1].last_seq if self.batches else -1
+
+    def snapshot_entry(self, producer_id: int, txn_first_offset: int) -> ProducerSnapshotEntry:
+        last = self.batches[-1] if self.batches else None
+        return ProducerSnapshotEntry(
+            producer_id,
+            self.epoch,
+            last.last_seq if last else -1,
+            last.last_offset if last else -1,
+            last.last_offset - last.first_offset if last else 0,
+            self.last_timestamp,
+            self.coordinator_epoch,
+            txn_first_offset,
+        )
+
+    @classmethod
+    def from_snapshot(cls, entry: ProducerSnapshotEntry) -> ProducerEntry:
+        loaded = cls(
+            entry.epoch,
+            coordinator_epoch=entry.coordinator_epoch,
+            last_timestamp=entry.timestamp,
+        )
+        if entry.last_offset >= 0:
+            loaded.batches.append(
+                BatchSequence(
+                    entry.last_sequence - entry.offset_delta,
+                    entry.last_sequence,
+                    entry.last_offset - entry.offset_delta,
+                    entry.last_offset,
+                )
+            )
+        return loaded
 
 
 def next_sequence(seq: int) -> int:
@@ -96,12 +132,14 @@ class ProducerStateTable:
         last_seq: int,
         first_offset: int,
         last_offset: int,
+        timestamp: int = -1,
     ) -> None:
         entry = self.producers.get(producer_id)
         if entry is None or epoch > entry.epoch:
             entry = ProducerEntry(epoch)
             self.producers[producer_id] = entry
         entry.batches.append(BatchSequence(first_seq, last_seq, first_offset, last_offset))
+        entry.last_timestamp = timestamp
 
     def check_epoch(self, producer_id: int, epoch: int) -> None:
         """A batch the broker writes for a producer (a transaction's offsets, a marker)
@@ -124,7 +162,9 @@ class ProducerStateTable:
                 f"older than {entry.coordinator_epoch}"
             )
 
-    def on_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+    def on_marker(
+        self, producer_id: int, epoch: int, coordinator_epoch: int, timestamp: int = -1
+    ) -> None:
         """A transaction marker was written: a newer epoch (the coordinator fenced the
         producer) refuses older ones from now on and starts again at sequence 0."""
         entry = self.producers.get(producer_id)
@@ -133,6 +173,7 @@ class ProducerStateTable:
                 epoch, coordinator_epoch=entry.coordinator_epoch if entry else -1
             )
         entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
+        entry.last_timestamp = timestamp
 
     def truncate_to(self, offset: int) -> None:
         """Forget batches at or after ``offset`` (the log was truncated)."""

@@ -52,6 +52,7 @@ from partita.protocol.record_batch import (
 from partita.protocol.records import decode_records
 from partita.storage.config import LogConfig
 from partita.storage.leader_epochs import LeaderEpochCache
+from partita.storage.producer_snapshot import ProducerSnapshotEntry, ProducerSnapshots
 from partita.storage.segment import RESERVE_WINDOW, BatchInfo, LogSegment
 from partita.storage.txn_index import AbortedTxn, TxnIndexCorruptError
 
@@ -133,6 +134,12 @@ class PartitionLog:
         # partition, which tracks transactions, sets it; the cleaner stops there, so it
         # only ever meets transactions whose outcome is known.
         self.first_unstable_offset: Callable[[], int | None] = lambda: None
+        # The producer state for every batch below the log end, as snapshot entries; the
+        # partition, which tracks producers, sets it. The log writes it to a ``.snapshot``
+        # when it rolls a segment and when it closes, so that loading replays only what
+        # came after (None: no snapshots, for a log nobody appends producers' batches to).
+        self.producer_state: Callable[[], list[ProducerSnapshotEntry]] | None = None
+        self.snapshots = ProducerSnapshots(directory)
         self.offline_reason: str | None = None
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
@@ -200,26 +207,42 @@ class PartitionLog:
                     return found
         return found
 
-    def reconcile_txn_indexes(self, entries: list[AbortedTxn]) -> int:
-        """Make the ``.txnindex`` files hold exactly ``entries`` (what replaying the
-        markers found), each in the segment of its marker; how many files changed. A
-        crash can leave a marker in the log and not in its index, and a compaction can
-        remove an aborted transaction's every batch."""
+    def reconcile_txn_indexes(self, entries: list[AbortedTxn], from_offset: int = 0) -> int:
+        """Make the ``.txnindex`` files hold exactly ``entries`` for the markers at or
+        past ``from_offset`` (what replaying them found), each in the segment of its
+        marker; how many files changed. A crash can leave a marker in the log and not in
+        its index, and a compaction can remove an aborted transaction's every batch.
+        Entries of markers before ``from_offset`` (not replayed) stay as they are."""
         with self._lock:
             wanted: dict[int, list[AbortedTxn]] = {}
             for entry in entries:
                 wanted.setdefault(self._segment_index_for(entry.last_offset), []).append(entry)
             changed = 0
             for index, segment in enumerate(self._segments):
-                expected = wanted.get(index, [])
+                if segment.next_offset <= from_offset and segment.base_offset < from_offset:
+                    continue
                 try:
-                    stale = segment.txn_index.entries() != expected
+                    current = segment.txn_index.entries()
                 except TxnIndexCorruptError:
-                    stale = True
-                if stale:
+                    current = None
+                kept = [e for e in current or [] if e.last_offset < from_offset]
+                expected = kept + wanted.get(index, [])
+                if current != expected:
                     segment.txn_index.replace(expected)
                     changed += 1
             return changed
+
+    def txn_indexes_readable(self, below: int) -> bool:
+        """Whether every ``.txnindex`` of the segments before ``below`` reads whole: a
+        load that replays only from ``below`` does not rebuild them."""
+        with self._lock:
+            segments = [s for s in self._segments if s.base_offset < below]
+        try:
+            for segment in segments:
+                segment.txn_index.entries()
+        except TxnIndexCorruptError:
+            return False
+        return True
 
     def _check_online(self) -> None:
         if self.offline_reason is not None:
@@ -537,6 +560,7 @@ class PartitionLog:
         self.recovery_point = max(self.recovery_point, old.next_offset)
         self._segments.append(segment)
         self._base_offsets.append(base_offset)
+        self._snapshot_producers(base_offset)
         log.debug(
             "rolled segment",
             extra={"partition": self.name, "base_offset": base_offset, "reason": reason},
@@ -551,6 +575,35 @@ class PartitionLog:
             max_index_entries=max(1, self.config.segment_index_bytes // 8),
             created_ms=self.clock(),
         )
+
+    # -- producer snapshots ------------------------------------------------------
+
+    def _snapshot_producers(self, offset: int) -> None:
+        """The producer state of every batch below ``offset``, which is the log end: a
+        roll happens before the batches that caused it are written, and the partition
+        has seen every batch before them."""
+        if self.producer_state is None:
+            return
+        # A load trusts the .txnindex files of the batches before the snapshot: each
+        # must be on disk first (one a full disk refused is written again here).
+        if not all([segment.txn_index.sync() for segment in self._segments]):
+            log.warning(
+                "producer snapshot skipped until every .txnindex is on disk",
+                extra={"partition": self.name, "offset": offset},
+            )
+            return
+        self.snapshots.write(offset, self.producer_state())
+
+    def producer_snapshot(self) -> tuple[int, list[ProducerSnapshotEntry]] | None:
+        """The newest snapshot a load can start from (offset, entries): at or below the
+        log end and at or above the first segment's base offset (replay needs the
+        batches after it). Files outside that range are deleted, as Kafka does with
+        stray snapshots: past the end they describe batches a crash or a truncation
+        removed."""
+        with self._lock:
+            self.snapshots.delete_above(self.log_end_offset)
+            self.snapshots.delete_below(self._segments[0].base_offset)
+            return self.snapshots.latest(self.log_end_offset)
 
     # -- reads -------------------------------------------------------------------
 
@@ -603,6 +656,18 @@ class PartitionLog:
             return segment.size
         found = segment.translate_offset(upper)
         return segment.size if found is None else found[1]
+
+    def iter_headers(self, start_offset: int) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
+        """(segment, file position, header) of every whole batch holding an offset at or
+        past ``start_offset``, read from the files (loading, not hot paths); the offset
+        index finds where to start in the first segment."""
+        with self._lock:
+            segments = self._segments[self._segment_index_for(start_offset) :]
+        for segment in segments:
+            position = segment.offset_index.scan_start(start_offset)
+            for pos, header in segment.iter_headers(position):
+                if header.last_offset >= start_offset:
+                    yield segment, pos, header
 
     def iter_batches(
         self, start_offset: int | None = None, max_offset: int | None = None
@@ -767,6 +832,7 @@ class PartitionLog:
         new_start = self._segments[0].base_offset
         if new_start > self.log_start_offset:
             self._advance_log_start(new_start)
+        self.snapshots.delete_below(new_start)
         log.info(
             "deleted segments",
             extra={
@@ -854,10 +920,16 @@ class PartitionLog:
             self.first_dirty_offset = offset
             self.epochs.clear()
             self._flush_epochs()
-            self._after_truncation()
+            self._after_truncation(snapshots_kept_to=-1)  # none describes the new log
 
-    def _after_truncation(self) -> None:
+    def _after_truncation(self, snapshots_kept_to: int | None = None) -> None:
         leo = self.log_end_offset
+        kept_to = leo if snapshots_kept_to is None else snapshots_kept_to
+        try:
+            self.snapshots.delete_above(kept_to)
+        except OSError as exc:
+            self.offline_reason = f"a producer snapshot past the truncation stays: {exc}"
+            raise KafkaStorageError(f"{self.name}: {self.offline_reason}") from exc
         self.high_watermark = min(self.high_watermark, leo)
         self.recovery_point = min(self.recovery_point, leo)
         self.first_dirty_offset = min(self.first_dirty_offset, leo)
@@ -891,8 +963,12 @@ class PartitionLog:
             return True
 
     def close(self) -> None:
-        """Close every file; raise KafkaStorageError at the end if any index write failed."""
+        """Close every file; raise KafkaStorageError at the end if any index write failed.
+        A log that is online first snapshots its producers at the log end, so that the
+        next load replays nothing."""
         with self._lock:
+            if self.offline_reason is None:
+                self._snapshot_producers(self.log_end_offset)
             errors: list[str] = []
             for segment in self._segments:
                 try:

@@ -66,12 +66,16 @@ class TransactionIndex:
     """The entries beside one segment, in memory (read once from the file) and in the
     file. Memory is what fetches and the cleaner read, so it changes first; the file
     follows, and a write that fails (a full disk) is logged, not raised: the log holds
-    the markers, and loading the partition replays them and rewrites the file. Never
-    fsynced on its own, for the same reason."""
+    the markers, and loading the partition replays them and rewrites the file. A load
+    replays only the batches after the newest producer snapshot, so before the log
+    writes one it calls ``sync``: the file must be on disk and whole, or the snapshot
+    waits."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._entries: list[AbortedTxn] | None = None
+        self._unsynced = False  # written since the last fsync
+        self._write_failed = False  # the file lacks what memory holds
 
     def entries(self) -> list[AbortedTxn]:
         if self._entries is None:
@@ -85,10 +89,7 @@ class TransactionIndex:
     def replace(self, entries: list[AbortedTxn]) -> None:
         """Hold exactly ``entries`` (none: no file)."""
         self._entries = list(entries)
-        if entries:
-            self._write(lambda: _replace_file(self.path, b"".join(e.encode() for e in entries)))
-        else:
-            self._write(lambda: self.path.unlink(missing_ok=True))
+        self._write(lambda: _replace_file(self.path, b"".join(e.encode() for e in entries)))
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries of markers at or past ``offset`` (the log was cut there)."""
@@ -97,14 +98,37 @@ class TransactionIndex:
         if len(kept) != len(entries):
             self.replace(kept)
 
+    def sync(self) -> bool:
+        """Put the file on disk as memory has it (written again if a write failed); True
+        when it is, so a producer snapshot past its segment may be written."""
+        try:
+            if self._write_failed:
+                _replace_file(self.path, b"".join(e.encode() for e in self.entries()))
+                self._write_failed = False
+                self._unsynced = True
+            if self._unsynced:
+                _fsync(self.path)
+                self._unsynced = False
+        except OSError as exc:
+            log.warning(
+                ".txnindex still not on disk; producer snapshots wait for it",
+                extra={"file": str(self.path), "error": str(exc)},
+            )
+            return False
+        return True
+
     def _write(self, write: Callable[[], object]) -> None:
         try:
             write()
         except OSError as exc:
+            self._write_failed = True
             log.warning(
                 ".txnindex not written; the next load rewrites it from the log",
                 extra={"file": str(self.path), "error": str(exc)},
             )
+        else:
+            self._write_failed = False
+            self._unsynced = True
 
 
 def _append_to(path: Path, payload: bytes) -> None:
@@ -117,7 +141,21 @@ def _append_to(path: Path, payload: bytes) -> None:
 
 
 def _replace_file(path: Path, payload: bytes) -> None:
+    if not payload:
+        path.unlink(missing_ok=True)
+        return
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as out:
         out.write(payload)
     os.replace(tmp, path)
+
+
+def _fsync(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return  # no entries: nothing to keep
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
