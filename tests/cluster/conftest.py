@@ -33,12 +33,15 @@ _FAILED = pytest.StashKey[bool]()
 def cluster_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
     made: list[LocalCluster] = []
 
-    def make(brokers: int = 3, racks: list[str] | None = None, **settings: str) -> LocalCluster:
+    def make(
+        brokers: int = 3, racks: list[str] | None = None, etcd_members: int = 1, **settings: str
+    ) -> LocalCluster:
         cluster = LocalCluster(
             tmp_path / f"cluster-{len(made)}",
             brokers,
             racks,
             settings={k.replace("_", "."): v for k, v in settings.items()},
+            etcd_members=etcd_members,
         )
         made.append(cluster)
         cluster.start()

@@ -29,7 +29,7 @@ def test_cluster_up_describe_and_a_clean_stop(tmp_path: Path) -> None:
     with out.open("w") as sink:
         up = subprocess.Popen(
             [sys.executable, "-m", "partita.cli.main", "cluster", "up", "--brokers", "3",
-             "--racks", "a,b,c", "--data-dir", str(tmp_path / "c")],
+             "--racks", "a,b,c", "--etcd-members", "3", "--data-dir", str(tmp_path / "c")],
             stdout=sink, stderr=subprocess.STDOUT,
         )  # fmt: skip
         try:
@@ -43,6 +43,8 @@ def test_cluster_up_describe_and_a_clean_stop(tmp_path: Path) -> None:
             assert bootstrap, text
             servers = bootstrap.group(1)
             assert len(servers.split(",")) == 3
+            metadata = re.search(r"metadata\s+etcd://(\S+)/partita", text)
+            assert metadata and len(metadata.group(1).split(",")) == 3, text  # a quorum
             assert "controller" in text
             created = _partita("-b", servers, "topic", "create", "orders", "-p", "6", "-r", "3")
             assert created.returncode == 0, created.stderr

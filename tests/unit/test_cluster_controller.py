@@ -8,13 +8,14 @@ import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
+from itertools import pairwise
 from typing import Any
 
 import pytest
 
 from partita.cluster.cluster_store import ClusterMetadataStore, NodeIdInUseError
 from partita.cluster.controller import Controller
-from partita.cluster.kv import Compare, Put
+from partita.cluster.kv import Compare, Put, StoreUnavailableError
 from partita.cluster.memory_kv import MemoryKV
 from partita.cluster.model import PartitionState, TopicState
 from partita.cluster.placement import assign_replicas
@@ -270,3 +271,40 @@ async def test_a_watch_that_lost_its_history_lists_again() -> None:
         await _until(lambda: "missed" in store.topics, 10)
         await nodes[0].store.create_topic(_topic("after", {0: [1, 2]}))
         await _until(lambda: "after" in store.topics, 10)
+
+
+class _UnansweredRenewals(MemoryKV):
+    """etcd electing a new leader: the next ``failing`` renewals go unanswered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing = 0
+        self.calls: list[float] = []
+
+    async def keepalive(self, lease: int) -> int:
+        self.calls.append(asyncio.get_running_loop().time())
+        if self.failing:
+            self.failing -= 1
+            raise StoreUnavailableError("etcd lease keepalive (UNAVAILABLE)")
+        return await super().keepalive(lease)
+
+
+@_sync
+async def test_a_failed_lease_renewal_is_tried_again_at_once_not_a_heartbeat_later() -> None:
+    """Each second a renewal waits is a second less of the lease (3 s): losing the etcd
+    leader costs a second or two of unanswered renewals, and a broker that retried only
+    at its next heartbeat fenced itself although etcd was back."""
+    kv = _UnansweredRenewals()
+    store = ClusterMetadataStore(kv, "t", 1, heartbeat_interval_ms=1000)
+    await store.start()
+    await store.register("127.0.0.1", 9001, None)
+    try:
+        await _until(lambda: len(kv.calls) >= 1, 3)
+        kv.failing = 2
+        await _until(lambda: len(kv.calls) >= 4, 5)
+        retries = [b - a for a, b in pairwise(kv.calls[1:4])]
+        assert all(gap < 0.5 for gap in retries), retries
+        assert store.lease_trusted()
+    finally:
+        for task in store._tasks:
+            task.cancel()

@@ -41,6 +41,14 @@ def up(
         "--etcd",
         help="HOST:PORT[,HOST:PORT...] of a running etcd to use instead of starting one.",
     ),
+    etcd_members: int = typer.Option(
+        1,
+        "--etcd-members",
+        min=1,
+        max=7,
+        help="How many etcd members to start as one quorum: 3 (or 5) is the production "
+        "layout, in which losing one member loses nothing and stops no broker.",
+    ),
     settings: list[str] = typer.Option(
         [], "--set", help="A broker setting for every broker, e.g. --set num.partitions=6."
     ),
@@ -55,7 +63,7 @@ def up(
     """Start etcd and BROKERS brokers on 127.0.0.1, print the bootstrap servers and each
     broker's role, and run until Ctrl-C or SIGTERM, which stops everything cleanly.
 
-    Example: partita cluster up --brokers 3 --racks a,b,c
+    Example: partita cluster up --brokers 3 --racks a,b,c --etcd-members 3
     then: partita -b <bootstrap> topic create orders -p 6 -r 3
     """
     from partita.local.cluster import ClusterStartError, LocalCluster  # noqa: PLC0415
@@ -73,13 +81,18 @@ def up(
 
         setup = make_secure_setup(data_dir.resolve() / "security")
         extra = {**setup.broker_settings, **extra}
-    cluster = LocalCluster(data_dir.resolve(), brokers, rack_list, etcd or None, extra)
+    if etcd and etcd_members != 1:
+        raise fail("--etcd uses a running etcd; --etcd-members starts one: give one of them")
+    cluster = LocalCluster(
+        data_dir.resolve(), brokers, rack_list, etcd or None, extra, etcd_members=etcd_members
+    )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     console = stdout_console()
     try:
-        with console.status(f"starting etcd and {brokers} brokers..."):
+        members = f"{etcd_members} etcd members" if etcd_members > 1 else "etcd"
+        with console.status(f"starting {members} and {brokers} brokers..."):
             cluster.start()
     except ClusterStartError as exc:
         cluster.kill()

@@ -64,6 +64,8 @@ from partita.security.scram import ScramCredential
 
 log = logging.getLogger(__name__)
 
+RENEWAL_RETRY_SECONDS = 0.1
+
 PRODUCER_ID_BLOCK = 1000
 
 
@@ -264,8 +266,9 @@ class ClusterMetadataStore:
         return self.clock() < self.trusted_until
 
     async def _keep_alive(self) -> None:
+        delay = self.heartbeat
         while True:
-            await asyncio.sleep(self.heartbeat)
+            await asyncio.sleep(delay)
             sent = self.clock()
             try:
                 async with asyncio.timeout(max(self.heartbeat, 1.0)):
@@ -278,7 +281,13 @@ class ClusterMetadataStore:
                         "trusted_for_s": round(self.trusted_until - self.clock(), 2),
                     },
                 )
+                # Again at once, not a heartbeat later: the next attempt goes to another
+                # etcd member, and once etcd has elected a new leader (a second or two
+                # after losing one) it answers; every wasted second is one the lease
+                # has left before the broker must fence itself.
+                delay = RENEWAL_RETRY_SECONDS
                 continue
+            delay = self.heartbeat
             if ttl <= 0:
                 log.error(
                     "broker lease expired: this broker is no longer registered",

@@ -8,6 +8,7 @@ writes its log beside its data directory.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -66,13 +67,27 @@ def write_private_properties(path: Path, values: dict[str, str]) -> Path:
 
 
 class EtcdProcess:
-    """One etcd member (Debian's etcd-server) on loopback ports of its own."""
+    """One etcd member (Debian's etcd-server) on loopback ports of its own: alone, or
+    one of the members ``initial_cluster`` names (``name=peer-url,...``)."""
 
-    def __init__(self, data_dir: Path, client_port: int = 0, tls: EtcdTls | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        client_port: int = 0,
+        tls: EtcdTls | None = None,
+        *,
+        name: str = "partita-etcd",
+        peer_port: int = 0,
+        initial_cluster: str | None = None,
+        election_timeout_ms: int | None = None,
+    ) -> None:
         self.data_dir = data_dir
+        self.election_timeout_ms = election_timeout_ms
         self.tls = tls
+        self.name = name
         self.client_port = client_port or free_port()
-        self.peer_port = free_port()
+        self.peer_port = peer_port or free_port()
+        self.initial_cluster = initial_cluster or f"{name}={self.peer_url}"
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}.log"
 
@@ -80,7 +95,15 @@ class EtcdProcess:
     def endpoint(self) -> str:
         return f"127.0.0.1:{self.client_port}"
 
-    def start(self, timeout: float = 20.0) -> None:
+    @property
+    def peer_url(self) -> str:
+        return f"http://127.0.0.1:{self.peer_port}"
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, timeout: float = 20.0, wait: bool = True) -> None:
         binary = shutil.which("etcd") or "/usr/bin/etcd"
         if not Path(binary).exists():
             raise ClusterStartError(
@@ -89,18 +112,23 @@ class EtcdProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         scheme = "https" if self.tls else "http"
         client = f"{scheme}://127.0.0.1:{self.client_port}"
-        peer = f"http://127.0.0.1:{self.peer_port}"
         args = [
             binary,
-            "--name", "partita-etcd",
+            "--name", self.name,
             "--data-dir", str(self.data_dir),
             "--listen-client-urls", client,
             "--advertise-client-urls", client,
-            "--listen-peer-urls", peer,
-            "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", f"partita-etcd={peer}",
+            "--listen-peer-urls", self.peer_url,
+            "--initial-advertise-peer-urls", self.peer_url,
+            "--initial-cluster", self.initial_cluster,
             "--log-level", "warn",
         ]  # fmt: skip
+        if self.election_timeout_ms is not None:
+            # etcd's rule: a heartbeat a tenth of the election timeout.
+            args += [
+                "--election-timeout", str(self.election_timeout_ms),
+                "--heartbeat-interval", str(max(10, self.election_timeout_ms // 10)),
+            ]  # fmt: skip
         if self.tls is not None:
             args += [
                 "--cert-file", str(self.tls.certificate),
@@ -110,6 +138,13 @@ class EtcdProcess:
             ]  # fmt: skip
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
         self.proc = subprocess.Popen(args, stdout=log, stderr=log, start_new_session=True)
+        if wait:
+            self.wait_healthy(timeout)
+
+    def wait_healthy(self, timeout: float = 20.0) -> None:
+        """Until the member answers healthy: it has a leader (a member of several waits
+        for a quorum of them to run)."""
+        assert self.proc is not None
         deadline = time.monotonic() + timeout
         while not self.healthy():
             if self.proc.poll() is not None:
@@ -134,6 +169,25 @@ class EtcdProcess:
         except OSError:
             return False
 
+    def status(self) -> dict[str, str] | None:
+        """The member's own view (etcd's Maintenance.Status through its HTTP gateway):
+        ``member_id`` and ``leader`` (the leader's member id, "0" while it has none);
+        None if it does not answer."""
+        if self.tls is not None:
+            raise NotImplementedError("status of a TLS member")
+        request = urllib.request.Request(
+            f"http://{self.endpoint}/v3/maintenance/status", data=b"{}", method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=1.0) as response:
+                answer = json.loads(response.read())
+        except (OSError, ValueError):
+            return None
+        return {
+            "member_id": str(answer.get("header", {}).get("member_id", "0")),
+            "leader": str(answer.get("leader", "0")),
+        }
+
     def logs(self) -> str:
         return _tail(self.log_path)
 
@@ -149,6 +203,66 @@ class EtcdProcess:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+class EtcdCluster:
+    """``members`` etcd members on loopback, one quorum: the layout a production cluster
+    runs (three or five members), so that losing one loses nothing and stops nothing.
+
+    Losing etcd's leader stops lease renewals until the others elect a new one: etcd's
+    default election timeout (1 s, each member waiting 1-2 s at random, a split vote
+    more) can take longer than the margin a broker's 3 s lease leaves, and the brokers
+    would fence themselves for a moment. Members on one machine or one LAN elect in half
+    that (``ELECTION_TIMEOUT_MS``), as etcd's tuning guide allows for a short round
+    trip; docs/operations.md says what a deployment should do."""
+
+    ELECTION_TIMEOUT_MS = 500
+
+    def __init__(self, base: Path, members: int = 3) -> None:
+        names = [f"etcd-{i}" for i in range(1, members + 1)]
+        peers = {name: free_port() for name in names}
+        initial = ",".join(f"{name}=http://127.0.0.1:{port}" for name, port in peers.items())
+        self.members = [
+            EtcdProcess(
+                base / name,
+                name=name,
+                peer_port=peers[name],
+                initial_cluster=initial,
+                election_timeout_ms=self.ELECTION_TIMEOUT_MS,
+            )
+            for name in names
+        ]
+
+    @property
+    def endpoints(self) -> str:
+        return ",".join(m.endpoint for m in self.members)
+
+    def member(self, number: int) -> EtcdProcess:
+        return self.members[number - 1]
+
+    def leader(self) -> EtcdProcess | None:
+        """The member the others follow (None while they agree on none)."""
+        views = {m.name: m.status() for m in self.members if m.alive}
+        ids = {v["member_id"]: name for name, v in views.items() if v is not None}
+        leaders = {v["leader"] for v in views.values() if v is not None}
+        if len(leaders) != 1 or (leader := leaders.pop()) not in ids:
+            return None
+        return next(m for m in self.members if m.name == ids[leader])
+
+    def start(self, timeout: float = 30.0) -> None:
+        # Together: a member alone waits for a quorum before it answers healthy.
+        for member in self.members:
+            member.start(wait=False)
+        for member in self.members:
+            member.wait_healthy(timeout)
+
+    def stop(self) -> None:
+        for member in self.members:
+            member.stop()
+
+    def kill(self) -> None:
+        for member in self.members:
+            member.kill()
 
 
 def pin_listener_ports(listeners: str, ports: dict[str, int]) -> str:
@@ -287,12 +401,23 @@ class LocalCluster:
         settings: dict[str, str] | None = None,
         prefix: str = "partita",
         client_settings: dict[str, str] | None = None,
+        etcd_members: int = 1,
     ) -> None:
         self.base = base
         # What a client needs to reach these brokers (a secured cluster's login and CA).
         self.client_settings = dict(client_settings or {})
-        self.etcd = None if etcd_endpoints else EtcdProcess(base / "etcd")
-        endpoints = etcd_endpoints or (self.etcd.endpoint if self.etcd else "")
+        # One member (a development cluster), or a quorum of several; none when the
+        # endpoints of a running etcd are given.
+        self.etcd: EtcdProcess | None = None
+        self.etcd_cluster: EtcdCluster | None = None
+        if etcd_endpoints:
+            endpoints = etcd_endpoints
+        elif etcd_members > 1:
+            self.etcd_cluster = EtcdCluster(base, etcd_members)
+            endpoints = self.etcd_cluster.endpoints
+        else:
+            self.etcd = EtcdProcess(base / "etcd")
+            endpoints = self.etcd.endpoint
         self.metadata = f"etcd://{endpoints}/{prefix}"
         self.brokers = [
             BrokerNode(
@@ -316,6 +441,8 @@ class LocalCluster:
         self.base.mkdir(parents=True, exist_ok=True)
         if self.etcd is not None:
             self.etcd.start()
+        if self.etcd_cluster is not None:
+            self.etcd_cluster.start()
         # All at once: each waits only for its own recovery and registration.
         for broker in self.brokers:
             broker.start(wait=False)
@@ -330,9 +457,13 @@ class LocalCluster:
             broker.stop()
         if self.etcd is not None:
             self.etcd.stop()
+        if self.etcd_cluster is not None:
+            self.etcd_cluster.stop()
 
     def kill(self) -> None:
         for broker in self.brokers:
             broker.kill()
         if self.etcd is not None:
             self.etcd.kill()
+        if self.etcd_cluster is not None:
+            self.etcd_cluster.kill()
