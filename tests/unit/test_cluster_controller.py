@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
 from itertools import pairwise
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from partita.cluster.cluster_store import ClusterMetadataStore, NodeIdInUseError
+from partita.cluster.cluster_store import ClusterMetadataStore, LeaseState, NodeIdInUseError
 from partita.cluster.controller import Controller
 from partita.cluster.kv import Compare, Put, StoreUnavailableError
 from partita.cluster.memory_kv import MemoryKV
@@ -305,6 +306,36 @@ async def test_a_failed_lease_renewal_is_tried_again_at_once_not_a_heartbeat_lat
         retries = [b - a for a, b in pairwise(kv.calls[1:4])]
         assert all(gap < 0.5 for gap in retries), retries
         assert store.lease_trusted()
+    finally:
+        for task in store._tasks:
+            task.cancel()
+
+
+@_sync
+async def test_a_lapsed_lease_counts_as_quorum_lost_only_while_etcd_says_so() -> None:
+    """#30: renewals unanswered and the lease run out: QUORUM_LOST while etcd's members
+    answer that they have no leader, LAPSED once one has (or none answers), LAPSED after
+    the process stood still, TRUSTED again once a renewal is answered."""
+    kv = _UnansweredRenewals()
+    store = ClusterMetadataStore(kv, "t", 1, session_timeout_ms=2000, heartbeat_interval_ms=200)
+    await store.start()
+    await store.register("127.0.0.1", 9001, None)
+    try:
+        assert store.lease_state() is LeaseState.TRUSTED
+        kv.failing = 10**6
+        kv.leaderless = True
+        await _until(lambda: store.lease_state() is not LeaseState.TRUSTED, 4)
+        assert store.lease_state() is LeaseState.QUORUM_LOST
+        kv.leaderless = False  # etcd has a leader again, and we cannot reach it
+        await _until(lambda: store.lease_state() is LeaseState.LAPSED, 3)
+        kv.leaderless = True
+        await _until(lambda: store.lease_state() is LeaseState.QUORUM_LOST, 3)
+        time.sleep(1.2)  # the whole process stands still (a pause, SIGSTOP)
+        assert store.lease_state() is LeaseState.LAPSED
+        await asyncio.sleep(0.5)
+        assert store.lease_state() is LeaseState.LAPSED  # until a renewal is answered
+        kv.failing = 0
+        await _until(lambda: store.lease_state() is LeaseState.TRUSTED, 3)
     finally:
         for task in store._tasks:
             task.cancel()

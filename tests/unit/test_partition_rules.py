@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 import pytest
 
+from partita.cluster.cluster_store import LeaseState
 from partita.cluster.model import PartitionState
 from partita.errors import (
     FencedLeaderEpochError,
@@ -30,7 +31,12 @@ from partita.errors import (
     NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
 )
-from partita.server.partition import Partition, wait_for_any
+from partita.server.partition import (
+    QUORUM_LOSS_FETCH_WINDOW_MS,
+    Partition,
+    now_ms,
+    wait_for_any,
+)
 from partita.storage.config import LogConfig
 from partita.storage.log import EARLIEST_TIMESTAMP as EARLIEST
 from partita.storage.log import LATEST_TIERED_TIMESTAMP
@@ -48,11 +54,11 @@ def _partition(
     leader: int = ME,
     isr: list[int] | None = None,
     min_isr: int = 1,
-    fenced: list[bool] | None = None,
+    lease: list[LeaseState] | None = None,
 ) -> Partition:
     log = open_manager(LogConfig(min_insync_replicas=min_isr)).get_or_create("t", 0)
-    lease = fenced if fenced is not None else [False]
-    partition = Partition("t", 0, log, ME, fenced=lambda: lease[0])
+    state = lease if lease is not None else [LeaseState.TRUSTED]
+    partition = Partition("t", 0, log, ME, lease=lambda: state[0])
     partition.become(
         PartitionState(
             replicas=[ME, OTHER, THIRD],
@@ -65,15 +71,42 @@ def _partition(
 
 
 def test_a_leader_refuses_while_fenced_and_at_another_epoch(open_manager: OpenManager) -> None:
-    lease = [False]
-    partition = _partition(open_manager, fenced=lease)
+    lease = [LeaseState.TRUSTED]
+    partition = _partition(open_manager, lease=lease)
     partition.check_leader()
     partition.check_leader(3)
     with pytest.raises(FencedLeaderEpochError):
         partition.check_leader(2)
     with pytest.raises(UnknownLeaderEpochError):
         partition.check_leader(4)
-    lease[0] = True
+    lease[0] = LeaseState.LAPSED
+    with pytest.raises(NotLeaderOrFollowerError, match="lease"):
+        partition.check_leader()
+
+
+def test_while_etcd_has_lost_its_quorum_a_leader_serves_while_its_isr_fetches(
+    open_manager: OpenManager,
+) -> None:
+    """#30: with no etcd quorum nobody can be elected in its place, and the ISR, which
+    alone could take over, still follows it; a member that stops fetching (dead, or
+    following a leader elected elsewhere) ends that, and a lapsed lease always does."""
+    lease = [LeaseState.QUORUM_LOST]
+    partition = _partition(open_manager, lease=lease)
+    assert partition.progress is not None
+    with pytest.raises(NotLeaderOrFollowerError, match="lease"):
+        partition.check_leader()  # no fetch from OTHER and THIRD yet
+    now = now_ms()
+    for replica in (OTHER, THIRD):
+        partition.progress.record_fetch(replica, 0, 0, now)
+    partition.check_leader()
+    partition.check_leader(3)
+    partition.progress.record_fetch(THIRD, 0, 0, now - QUORUM_LOSS_FETCH_WINDOW_MS - 1)
+    with pytest.raises(NotLeaderOrFollowerError, match="lease"):
+        partition.check_leader()  # THIRD went quiet
+    partition.become(PartitionState([ME, OTHER, THIRD], ME, 3, [ME, OTHER]))
+    partition.progress.record_fetch(OTHER, 0, 0, now_ms())
+    partition.check_leader()  # THIRD is out of the ISR: only OTHER matters
+    lease[0] = LeaseState.LAPSED
     with pytest.raises(NotLeaderOrFollowerError, match="lease"):
         partition.check_leader()
 
@@ -81,17 +114,18 @@ def test_a_leader_refuses_while_fenced_and_at_another_epoch(open_manager: OpenMa
 def test_a_follower_serves_a_consumer_only_in_sync_unfenced_and_when_asked(
     open_manager: OpenManager,
 ) -> None:
-    lease = [False]
-    follower = _partition(open_manager, leader=OTHER, fenced=lease)
+    lease = [LeaseState.TRUSTED]
+    follower = _partition(open_manager, leader=OTHER, lease=lease)
     with pytest.raises(NotLeaderOrFollowerError):
         follower.check_readable(3, from_follower=False)  # the client did not allow it
     follower.check_readable(3, from_follower=True)
     with pytest.raises(FencedLeaderEpochError):
         follower.check_readable(2, from_follower=True)
-    lease[0] = True
-    with pytest.raises(NotLeaderOrFollowerError, match="lease"):
-        follower.check_readable(3, from_follower=True)
-    lease[0] = False
+    for lapsed in (LeaseState.LAPSED, LeaseState.QUORUM_LOST):
+        lease[0] = lapsed
+        with pytest.raises(NotLeaderOrFollowerError, match="lease"):
+            follower.check_readable(3, from_follower=True)
+    lease[0] = LeaseState.TRUSTED
     follower.become(PartitionState([ME, OTHER, THIRD], OTHER, 3, [OTHER, THIRD]))
     with pytest.raises(NotLeaderOrFollowerError):
         follower.check_readable(3, from_follower=True)  # out of the ISR

@@ -14,6 +14,14 @@ The broker's lease is its liveness: while renewals succeed, ``lease_trusted`` ho
 the moment the last renewal was *sent* plus the TTL, which is never later than etcd's own
 expiry. Past that, the broker must behave as if it were no longer registered: a leader
 stops acknowledging before the controller can have elected another.
+
+Unless etcd itself has lost its quorum (``LeaseState.QUORUM_LOST``): while the etcd
+members this broker reaches answer that they have no leader, etcd can commit nothing --
+no lease expires, no controller elects, no ISR changes -- and a new etcd leader extends
+every lease by its whole TTL before anything can expire. A leader may then go on
+serving a partition whose ISR still fetches from it (``Partition`` decides). A broker
+that reaches no member (cut off from a store that may work), or a member with a leader,
+or whose own process stood still (a pause, SIGSTOP), has only its lease to go by.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import math
 import time
 import uuid
 from collections.abc import Callable
+from enum import Enum
 
 from partita.cluster.elections import changed
 from partita.cluster.image import Changes, ClusterImage
@@ -65,6 +74,16 @@ from partita.security.scram import ScramCredential
 log = logging.getLogger(__name__)
 
 RENEWAL_RETRY_SECONDS = 0.1
+QUORUM_PROBE_TIMEOUT_SECONDS = 2.0
+STALL_TICK_SECONDS = 0.1
+STALL_LIMIT_SECONDS = 1.0
+
+
+class LeaseState(Enum):
+    TRUSTED = "trusted"  # renewed within its TTL
+    QUORUM_LOST = "quorum lost"  # not renewed, but etcd can decide nothing meanwhile
+    LAPSED = "lapsed"  # not renewed: act as if no longer registered
+
 
 PRODUCER_ID_BLOCK = 1000
 
@@ -95,6 +114,13 @@ class ClusterMetadataStore:
         self.broker_epoch = 0
         self.trusted_until = 0.0
         self.lease_lost = asyncio.Event()
+        # When a probe (started then) last found etcd without a quorum; None: not lately.
+        self.leaderless_since: float | None = None
+        # The process stood still since the last renewal (its loop slept far too long):
+        # what etcd did meanwhile is unknown, so only the lease counts until renewed.
+        self.stalled = False
+        self._last_tick = clock()
+        self._probing: asyncio.Task[None] | None = None
         self._listeners: list[Listener] = []
         self._applied = asyncio.Condition()
         self._tasks: list[asyncio.Task[None]] = []
@@ -229,6 +255,11 @@ class ClusterMetadataStore:
         self._registration = (host, port, rack, endpoints)
         self._state = "starting"
         self._tasks.append(asyncio.create_task(self._keep_alive(), name="lease-keepalive"))
+        if self._probing is None:
+            self._probing = asyncio.create_task(self._probe_quorum(), name="quorum-probe")
+            self._last_tick = self.clock()
+            self._tasks.append(self._probing)
+            self._tasks.append(asyncio.create_task(self._watch_for_stalls(), name="stalls"))
         await self.caught_up(revision)
 
     async def set_state(self, state: str) -> None:
@@ -265,6 +296,62 @@ class ClusterMetadataStore:
     def lease_trusted(self) -> bool:
         return self.clock() < self.trusted_until
 
+    def lease_state(self) -> LeaseState:
+        now = self.clock()
+        if now < self.trusted_until:
+            return LeaseState.TRUSTED
+        seen = self.leaderless_since
+        if seen is not None and now - seen < self._quorum_evidence_s and not self._standing_still():
+            return LeaseState.QUORUM_LOST
+        return LeaseState.LAPSED
+
+    @property
+    def _quorum_evidence_s(self) -> float:
+        """How long one probe's answer counts: two probes' time, so that one slow probe
+        does not fence, and etcd's return is noticed long before a lease it extended by
+        its whole TTL could run out."""
+        return max(2 * self.heartbeat, 1.0)
+
+    async def _probe_quorum(self) -> None:
+        """While renewals fail and the lease runs out, ask etcd's members whether etcd
+        has lost its quorum (``KV.quorum_lost``)."""
+        while True:
+            await asyncio.sleep(self.heartbeat / 2)
+            if self.trusted_until - self.clock() > self.heartbeat:
+                if self.leaderless_since is not None:
+                    log.info("etcd has a quorum again", extra={"node_id": self.node_id})
+                    self.leaderless_since = None
+                continue
+            started = self.clock()
+            try:
+                async with asyncio.timeout(QUORUM_PROBE_TIMEOUT_SECONDS):
+                    lost = await self.kv.quorum_lost()
+            except (StoreUnavailableError, TimeoutError):
+                lost = False
+            if not lost:
+                continue
+            if self.leaderless_since is None:
+                log.warning(
+                    "etcd has lost its quorum: metadata changes wait for it; leaders whose "
+                    "ISR still fetches from them go on serving",
+                    extra={"node_id": self.node_id},
+                )
+            self.leaderless_since = started
+
+    async def _watch_for_stalls(self) -> None:
+        """Notice the process standing still (SIGSTOP, a loop blocked for a second)."""
+        while True:
+            await asyncio.sleep(STALL_TICK_SECONDS)
+            now = self.clock()
+            if now - self._last_tick > STALL_LIMIT_SECONDS:
+                self.stalled = True
+            self._last_tick = now
+
+    def _standing_still(self) -> bool:
+        # Also before the tick task has run again: after a pause, a request already
+        # read from a socket is served before any timer, so the tick alone is too late.
+        return self.stalled or self.clock() - self._last_tick > STALL_LIMIT_SECONDS
+
     async def _keep_alive(self) -> None:
         delay = self.heartbeat
         while True:
@@ -297,6 +384,7 @@ class ClusterMetadataStore:
                 self.lease_lost.set()
                 return
             self.trusted_until = sent + ttl
+            self.stalled = False
 
     async def stop(self) -> None:
         for task in self._tasks:

@@ -22,7 +22,9 @@ os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 import grpc
 from etcd3aio import Etcd3Client, EtcdError
 from etcd3aio._protobuf import Compare as EtcdCompare
+from etcd3aio.connections import ConnectionManager
 from etcd3aio.kv import KVService, prefix_range_end
+from etcd3aio.maintenance import MaintenanceService
 
 from partita.cluster.kv import (
     Compare,
@@ -37,6 +39,7 @@ from partita.cluster.kv import (
 log = logging.getLogger(__name__)
 
 RPC_TIMEOUT_SECONDS = 3.0
+MEMBER_STATUS_TIMEOUT_SECONDS = 0.5
 
 
 def parse_endpoints(url: str) -> tuple[list[str], str]:
@@ -98,6 +101,9 @@ class EtcdKV:
             self._client = Etcd3Client(self.endpoints, rpc_max_attempts=2)
         self._connected = False
         self._logging_in: asyncio.Task[None] | None = None
+        # One channel per member, for asking each its own view (the client's channel
+        # spreads calls over the members and cannot pick one).
+        self._member_channels: dict[str, grpc.aio.Channel] = {}
 
     async def connect(self) -> None:
         await self._client.connect()
@@ -202,6 +208,35 @@ class EtcdKV:
         finally:
             stream.cancel()
 
+    async def quorum_lost(self) -> bool:
+        views = await asyncio.gather(*(self._has_leader(e) for e in self.endpoints))
+        answered = [v for v in views if v is not None]
+        return bool(answered) and not any(answered)
+
+    async def _has_leader(self, endpoint: str) -> bool | None:
+        """The member's own answer (Maintenance.Status is served locally, without the
+        leader): whether it has a leader; None if it does not answer."""
+        channel = self._member_channels.get(endpoint)
+        if channel is None:
+            manager = ConnectionManager([endpoint])
+            if self.security.ca is not None:
+                channel = manager.get_channel(
+                    ca_cert=self.security.ca,
+                    cert_key=self.security.key,
+                    cert_chain=self.security.certificate,
+                    tls_server_name=self.security.server_name,
+                )
+            else:
+                channel = manager.get_channel()
+            self._member_channels[endpoint] = channel
+        try:
+            status = await MaintenanceService(channel, max_attempts=1).status(
+                timeout=MEMBER_STATUS_TIMEOUT_SECONDS
+            )
+        except (EtcdError, grpc.aio.AioRpcError):
+            return None
+        return int(status.leader) != 0
+
     async def revoke(self, lease: int) -> None:
         assert self._client.lease is not None
         try:
@@ -242,6 +277,9 @@ class EtcdKV:
             await stream.aclose()  # type: ignore[attr-defined]
 
     async def close(self) -> None:
+        for channel in self._member_channels.values():
+            await channel.close()
+        self._member_channels.clear()
         if self._connected:
             await self._client.close()
             self._connected = False

@@ -104,6 +104,13 @@ class KV(Protocol):
 
     async def revoke(self, lease: int) -> None: ...
 
+    async def quorum_lost(self) -> bool:
+        """Whether the store has lost its quorum, as its members answer it: at least one
+        answers and none has a leader, so that the store can decide nothing (no write
+        commits, no lease expires) until it has one again. False when no member answers
+        (this broker may be cut off from a store that works) or one has a leader."""
+        ...
+
     def watch(self, prefix: str, start_revision: int) -> AsyncIterator[list[Event]]:
         """Changes under ``prefix`` from ``start_revision`` on, in revision order, one
         list per store response. Raises WatchCompactedError when that history is gone."""

@@ -29,6 +29,8 @@ class MemoryKV:
         self.compacted = 0
         self._next_lease = 1000
         self._changed = asyncio.Condition()
+        # A test's etcd without a quorum: quorum_lost() says so (the writes still work).
+        self.leaderless = False
 
     async def connect(self) -> None:
         return None
@@ -128,6 +130,9 @@ class MemoryKV:
 
     def _reached(self, revision: int) -> bool:
         return self.revision >= revision
+
+    async def quorum_lost(self) -> bool:
+        return self.leaderless
 
     async def close(self) -> None:
         return None

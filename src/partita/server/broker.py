@@ -27,7 +27,7 @@ from partita.server.cluster_node import ClusterNode
 from partita.server.config import BrokerConfig, ListenerSpec
 from partita.server.group_service import GroupService
 from partita.server.metrics import BrokerMetrics
-from partita.server.partition import never_fenced
+from partita.server.partition import always_trusted
 from partita.server.quotas import QuotaManager
 from partita.server.replica_manager import ReplicaManager
 from partita.server.topic_admin import TopicAdmin
@@ -121,7 +121,7 @@ class Broker:
             self.topic_admin.log_config,
             replica_lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
             # Alone, nobody else can take a partition over: its lease fences nothing.
-            fenced=never_fenced if self.alone else cluster.fenced,
+            lease=always_trusted if self.alone else cluster.lease_state,
             fetchers=None
             if self.alone
             else FetcherManager(

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from partita.cluster.cluster_store import ClusterMetadataStore, NodeIdInUseError
+from partita.cluster.cluster_store import ClusterMetadataStore, LeaseState, NodeIdInUseError
 from partita.cluster.controller import Controller, ControllerSettings
 from partita.cluster.kv import KV, StoreUnavailableError
 from partita.cluster.legacy_metadata import adopt_legacy_metadata
@@ -71,8 +71,8 @@ class ClusterNode:
         )
         self._tasks: list[asyncio.Task[None]] = []
 
-    def fenced(self) -> bool:
-        return not self.store.lease_trusted()
+    def lease_state(self) -> LeaseState:
+        return self.store.lease_state()
 
     def address_of(self, node_id: int) -> tuple[str, int] | None:
         registration = self.store.image.brokers.get(node_id)

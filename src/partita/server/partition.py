@@ -7,7 +7,8 @@ This is the one owner of a partition's rules:
   leader epoch, ISR, replicas); ``check_leader`` is the test every leader-only request
   passes, with Kafka's errors (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
   UNKNOWN_LEADER_EPOCH; KIP-320), and refuses while the broker's cluster lease cannot be
-  trusted (``fenced``); ``check_readable`` adds a consumer's reads from an in-sync
+  trusted (``lease``) -- unless etcd has lost its quorum and every other ISR member
+  still fetches from this leader; ``check_readable`` adds a consumer's reads from an in-sync
   follower (KIP-392); ``resign`` ends the leadership of a replica this broker drops.
 - Produce: ``check_enough_replicas`` refuses acks=all below ``min.insync.replicas``
   before anything is written, ``append`` applies the idempotence rules, and
@@ -44,6 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
+from partita.cluster.cluster_store import LeaseState
 from partita.cluster.model import PartitionState
 from partita.errors import (
     CorruptRecordError,
@@ -96,8 +98,11 @@ IsrWriter = Callable[["Partition", list[int]], None]
 # Whether a replica's broker may be in an ISR now: registered and running, not starting or
 # shutting down (Kafka's leader asks its metadata the same before proposing, KIP-841).
 IsrEligible = Callable[[int], bool]
-# True while this broker's cluster lease cannot be trusted: it leads nothing meanwhile.
-Fenced = Callable[[], bool]
+# The state of this broker's cluster lease: lapsed, it leads nothing meanwhile.
+LeaseView = Callable[[], LeaseState]
+# While etcd has lost its quorum, a leader goes on only if each other ISR member fetched
+# from it this recently: a follower long-polls for 500 ms, then fetches again at once.
+QUORUM_LOSS_FETCH_WINDOW_MS = 1500
 
 
 # ListOffsets specials answered without looking for a record (no tiered storage: the
@@ -119,9 +124,9 @@ def _any_replica(_replica: int) -> bool:
     return True
 
 
-def never_fenced() -> bool:
+def always_trusted() -> LeaseState:
     """A broker alone: nobody else can take a partition over, so no lease fences it."""
-    return False
+    return LeaseState.TRUSTED
 
 
 @dataclass(slots=True)
@@ -171,7 +176,7 @@ class Partition:
     pending_isr: list[int] | None = None  # an ISR change sent to the store, not yet seen
     isr_writer: IsrWriter = _no_isr_writer
     isr_eligible: IsrEligible = _any_replica
-    fenced: Fenced = never_fenced
+    lease: LeaseView = always_trusted
     served_as_follower: bool = False  # logged once: a consumer read from this follower
     adding: list[int] = field(default_factory=list)  # replicas a reassignment is adding
 
@@ -252,11 +257,31 @@ class Partition:
         self.check_leader_epoch(current_leader_epoch)
 
     def _check_not_fenced(self) -> None:
-        if self.fenced():
-            raise NotLeaderOrFollowerError(
-                f"broker {self.node_id} cannot renew its cluster lease; it acts as leader "
-                f"of nothing until it can"
-            )
+        state = self.lease()
+        if state is LeaseState.TRUSTED:
+            return
+        if state is LeaseState.QUORUM_LOST and self.is_leader and self._isr_still_fetches():
+            # etcd can elect nobody meanwhile, and the ISR, which alone could take over,
+            # still follows us: acks=all waits for it as always.
+            return
+        raise NotLeaderOrFollowerError(
+            f"broker {self.node_id} cannot renew its cluster lease; it acts as leader "
+            f"of nothing until it can"
+        )
+
+    def _isr_still_fetches(self) -> bool:
+        """Every other member of the ISR (with one being added) fetched from this leader,
+        at its epoch, within ``QUORUM_LOSS_FETCH_WINDOW_MS``."""
+        if self.progress is None:
+            return False
+        now = now_ms()
+        for replica in self._maximal_isr():
+            if replica == self.node_id:
+                continue
+            follower = self.progress.followers.get(replica)
+            if follower is None or now - follower.last_fetch_ms > QUORUM_LOSS_FETCH_WINDOW_MS:
+                return False
+        return True
 
     def check_readable(self, current_leader_epoch: int, *, from_follower: bool) -> None:
         """Refuse a consumer's fetch unless we lead the partition or, when the client

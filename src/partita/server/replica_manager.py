@@ -32,7 +32,7 @@ from partita.errors import (
 )
 from partita.protocol.control_records import TxnMarker
 from partita.replication.fetcher import FetcherManager
-from partita.server.partition import Fenced, Partition, never_fenced, until_replicated
+from partita.server.partition import LeaseView, Partition, always_trusted, until_replicated
 from partita.storage.config import LogConfig
 from partita.storage.log_manager import LogManager
 
@@ -56,7 +56,7 @@ class ReplicaManager:
     replica_lag_time_max_ms: int = field(kw_only=True)
     # True while this broker may not act as a leader (its cluster lease cannot be
     # trusted); a broker alone never is.
-    fenced: Fenced = field(default=never_fenced, kw_only=True)
+    lease: LeaseView = field(default=always_trusted, kw_only=True)
     # Copies the logs of the partitions this broker follows (a cluster member only).
     fetchers: FetcherManager | None = field(default=None, kw_only=True)
     # Told (ISR size before, after) of each ISR change this broker made as a leader.
@@ -190,7 +190,7 @@ class ReplicaManager:
             self.node_id,
             isr_writer=self._write_isr,
             isr_eligible=self.store.isr_eligible,
-            fenced=self.fenced,
+            lease=self.lease,
         )
         partition.rebuild_producer_state()
         partition.become(state)
