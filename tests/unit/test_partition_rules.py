@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -106,6 +107,12 @@ def test_while_etcd_has_lost_its_quorum_a_leader_serves_while_its_isr_fetches(
     partition.become(PartitionState([ME, OTHER, THIRD], ME, 3, [ME, OTHER]))
     partition.progress.record_fetch(OTHER, 0, 0, now_ms())
     partition.check_leader()  # THIRD is out of the ISR: only OTHER matters
+    partition.become(PartitionState([ME, OTHER, THIRD], ME, 3, [ME]))
+    partition.check_leader()  # an ISR of us alone: no clean election can move it
+    unclean = replace(partition.log.config, unclean_leader_election_enable=True)
+    partition.log.update_config(unclean)
+    with pytest.raises(NotLeaderOrFollowerError, match="lease"):
+        partition.check_leader()  # an unclean one could pick THIRD, which went quiet
     lease[0] = LeaseState.LAPSED
     with pytest.raises(NotLeaderOrFollowerError, match="lease"):
         partition.check_leader()

@@ -307,10 +307,10 @@ class ClusterMetadataStore:
 
     @property
     def _quorum_evidence_s(self) -> float:
-        """How long one probe's answer counts: two probes' time, so that one slow probe
-        does not fence, and etcd's return is noticed long before a lease it extended by
-        its whole TTL could run out."""
-        return max(2 * self.heartbeat, 1.0)
+        """How long one probe's answer counts: two heartbeats, so that one slow probe
+        does not fence, and at most half the TTL, so that etcd's return is noticed long
+        before a lease it extended by its whole TTL could run out."""
+        return min(max(2 * self.heartbeat, 1.0), self.ttl / 2)
 
     async def _probe_quorum(self) -> None:
         """While renewals fail and the lease runs out, ask etcd's members whether etcd
@@ -318,17 +318,20 @@ class ClusterMetadataStore:
         while True:
             await asyncio.sleep(self.heartbeat / 2)
             if self.trusted_until - self.clock() > self.heartbeat:
-                if self.leaderless_since is not None:
-                    log.info("etcd has a quorum again", extra={"node_id": self.node_id})
-                    self.leaderless_since = None
                 continue
             started = self.clock()
             try:
                 async with asyncio.timeout(QUORUM_PROBE_TIMEOUT_SECONDS):
                     lost = await self.kv.quorum_lost()
-            except (StoreUnavailableError, TimeoutError):
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the probe must outlive any failure: it fails closed
+                log.warning("etcd quorum probe failed", extra={"error": repr(exc)})
                 lost = False
             if not lost:
+                # A member with a leader (or none answering): the evidence is gone, and
+                # with it any reason to serve without a lease.
+                self.leaderless_since = None
                 continue
             if self.leaderless_since is None:
                 log.warning(
@@ -381,10 +384,14 @@ class ClusterMetadataStore:
                     extra={"node_id": self.node_id},
                 )
                 self.trusted_until = 0.0
+                self.leaderless_since = None  # an etcd leader said so: etcd decides again
                 self.lease_lost.set()
                 return
             self.trusted_until = sent + ttl
             self.stalled = False
+            if self.leaderless_since is not None:
+                log.info("etcd has a quorum again", extra={"node_id": self.node_id})
+                self.leaderless_since = None
 
     async def stop(self) -> None:
         for task in self._tasks:

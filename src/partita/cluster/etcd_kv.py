@@ -233,7 +233,7 @@ class EtcdKV:
             status = await MaintenanceService(channel, max_attempts=1).status(
                 timeout=MEMBER_STATUS_TIMEOUT_SECONDS
             )
-        except (EtcdError, grpc.aio.AioRpcError):
+        except (EtcdError, grpc.aio.AioRpcError, OSError):
             return None
         return int(status.leader) != 0
 

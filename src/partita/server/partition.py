@@ -260,22 +260,26 @@ class Partition:
         state = self.lease()
         if state is LeaseState.TRUSTED:
             return
-        if state is LeaseState.QUORUM_LOST and self.is_leader and self._isr_still_fetches():
-            # etcd can elect nobody meanwhile, and the ISR, which alone could take over,
-            # still follows us: acks=all waits for it as always.
+        if state is LeaseState.QUORUM_LOST and self.is_leader and self._electable_still_fetch():
+            # etcd can elect nobody meanwhile, and every replica that could take over
+            # still follows us: acks=all waits for the ISR as always.
             return
         raise NotLeaderOrFollowerError(
             f"broker {self.node_id} cannot renew its cluster lease; it acts as leader "
             f"of nothing until it can"
         )
 
-    def _isr_still_fetches(self) -> bool:
-        """Every other member of the ISR (with one being added) fetched from this leader,
-        at its epoch, within ``QUORUM_LOSS_FETCH_WINDOW_MS``."""
+    def _electable_still_fetch(self) -> bool:
+        """Every other replica that an election could make leader fetched from this
+        leader, at its epoch, within ``QUORUM_LOSS_FETCH_WINDOW_MS``: the ISR (with a
+        member being added), or every replica where unclean elections may pick one out
+        of sync. An ISR of this leader alone passes: no clean election can move it."""
         if self.progress is None:
             return False
+        unclean = self.log.config.unclean_leader_election_enable
+        electable = self.replicas if unclean else self._maximal_isr()
         now = now_ms()
-        for replica in self._maximal_isr():
+        for replica in electable:
             if replica == self.node_id:
                 continue
             follower = self.progress.followers.get(replica)
