@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import time
 from itertools import pairwise
+from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from partita.local.cluster import EtcdProcess, LocalCluster
+from partita.local.cluster import EtcdProcess, LocalCluster, free_port
 from tests.cluster.conftest import Factory, until
 from tests.cluster.faults import check_no_loss_no_duplicates, producing, read_all
 
@@ -105,3 +106,26 @@ def test_losing_the_etcd_quorum_stops_metadata_changes_not_healthy_partitions(
         assert "etcd has lost its quorum" in logs
         assert "lease lost" not in logs  # nobody had to register again
     assert all(b.alive for b in quorum.brokers)
+
+
+def test_an_endpoint_list_whose_first_member_is_dead_is_used_from_the_next(
+    tmp_path: Path,
+) -> None:
+    """The brokers' client spreads calls over the members and drops one that refuses:
+    a dead member first in ``etcd://...`` costs neither the start nor a write."""
+    etcd = EtcdProcess(tmp_path / "etcd")
+    etcd.start()
+    cluster = LocalCluster(
+        tmp_path / "cluster", 2, etcd_endpoints=f"127.0.0.1:{free_port()},{etcd.endpoint}"
+    )
+    try:
+        cluster.start()
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("first-dead", 2, 2)])["first-dead"].result(30)
+        with producing(cluster.bootstrap, "first-dead", 2) as ledger:
+            until(lambda: len(ledger.acked) > 100, 20, "writes acknowledged")
+        assert not ledger.failed, ledger.failed
+        check_no_loss_no_duplicates(ledger, read_all(cluster.bootstrap, "first-dead", 2))
+    finally:
+        cluster.kill()
+        etcd.kill()
