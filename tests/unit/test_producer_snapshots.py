@@ -6,8 +6,10 @@ against a full replay of the same log."""
 from __future__ import annotations
 
 import struct
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import crc32c
@@ -262,3 +264,25 @@ def test_a_corrupt_txnindex_before_the_snapshot_makes_the_load_replay_everything
     index.write_bytes(index.read_bytes()[:-3])  # not whole entries
     reloaded = _open(open_manager, data_dir)
     assert _state(reloaded) == expected  # rewritten from the log
+
+
+def test_retention_rolling_on_the_maintenance_thread_reads_no_producer_state(
+    open_manager: OpenManager, tmp_path: Path
+) -> None:
+    """Retention runs on a thread beside appends; when it deletes every segment it rolls
+    a new one, and a snapshot there would read the partition's state off its event loop,
+    possibly before an append just written was observed. It writes none."""
+    partition = _open(open_manager, tmp_path / "data")
+    _busy_log(partition)
+    partition.log.update_high_watermark(partition.log.log_end_offset)
+    read: list[str] = []
+    state = partition.log.producer_state
+    assert state is not None
+    partition.log.producer_state = lambda: read.append(threading.current_thread().name) or state()
+    partition.log.update_config(replace(partition.log.config, retention_bytes=0))
+    worker = threading.Thread(target=partition.log.enforce_retention, name="maintenance")
+    worker.start()
+    worker.join(10)
+    assert len(partition.log.segments) == 1 and partition.log.active_segment.size == 0
+    assert read == []
+    assert _snapshots(partition) == []  # the old ones went with their segments

@@ -549,7 +549,11 @@ class PartitionLog:
                 return self.active_segment
             return self._roll(self.log_end_offset, "requested")
 
-    def _roll(self, base_offset: int, reason: str) -> LogSegment:
+    def _roll(self, base_offset: int, reason: str, snapshot: bool = True) -> LogSegment:
+        """Start a new active segment at ``base_offset``; ``snapshot``: write the
+        producer snapshot there. Only a roll on the append path may: the partition's
+        state is read on the event loop that owns it, and an append has just told it of
+        every batch below the log end."""
         old = self.active_segment
         try:
             old.on_become_inactive()
@@ -560,7 +564,8 @@ class PartitionLog:
         self.recovery_point = max(self.recovery_point, old.next_offset)
         self._segments.append(segment)
         self._base_offsets.append(base_offset)
-        self._snapshot_producers(base_offset)
+        if snapshot:
+            self._snapshot_producers(base_offset)
         log.debug(
             "rolled segment",
             extra={"partition": self.name, "base_offset": base_offset, "reason": reason},
@@ -824,7 +829,10 @@ class PartitionLog:
         if not doomed:
             return 0
         if len(doomed) == len(self._segments):
-            self._roll(self.log_end_offset, reason)
+            # Retention runs on the maintenance thread, beside appends whose batches the
+            # partition may not have seen yet: no snapshot of its state from here (the
+            # load replays the one new, empty segment instead).
+            self._roll(self.log_end_offset, reason, snapshot=False)
         for segment in doomed:
             self._schedule_deletion(segment)
         del self._segments[: len(doomed)]
