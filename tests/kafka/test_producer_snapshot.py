@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.conftest import BrokerProcess
 from tests.kafka.real_kafka import KafkaCluster, run_tool
+from tests.kafka.same_run import topic_on_each
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 
@@ -67,18 +67,10 @@ def dumped(directory: Path) -> dict[int, list[dict[str, str]]]:
 def test_snapshots_read_by_kafkas_dump_log_match_kafkas_own(
     partita: BrokerProcess, kafka: KafkaCluster
 ) -> None:
-    (node,) = kafka.nodes
     found = {}
-    for name, bootstrap, data in (
-        ("partita", partita.bootstrap, partita.data_dir),
-        ("kafka", kafka.bootstrap, node.directory / "data"),
-    ):
-        topic = f"ps-{uuid.uuid4().hex[:8]}"
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic(topic, 1, 1, config={"segment.ms": str(ROLL_MS)})])[
-            topic
-        ].result(30)
+    config = {"segment.ms": str(ROLL_MS)}
+    for name, bootstrap, topic, directory in topic_on_each(partita, kafka, "ps", config):
         transactions(bootstrap, topic)
-        found[name] = dumped(data / f"{topic}-0")
+        found[name] = dumped(directory)
     assert sorted(found["partita"]) == [3, 4], found
     assert found["partita"] == found["kafka"], found

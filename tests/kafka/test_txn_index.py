@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.conftest import BrokerProcess
 from tests.kafka.real_kafka import KafkaCluster, run_tool
+from tests.kafka.same_run import topic_on_each
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 
@@ -69,18 +69,11 @@ def dumped(directory: Path) -> list[tuple[int, int, int, int]]:
 def test_txnindex_files_read_by_kafkas_dump_log_match_kafkas_own(
     partita: BrokerProcess, kafka: KafkaCluster
 ) -> None:
-    (node,) = kafka.nodes
     found = {}
-    for name, bootstrap, data in (
-        ("partita", partita.bootstrap, partita.data_dir),
-        ("kafka", kafka.bootstrap, node.directory / "data"),
-    ):
-        topic = f"txi-{uuid.uuid4().hex[:8]}"
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    for name, bootstrap, topic, directory in topic_on_each(partita, kafka, "txi"):
         transactions(bootstrap, topic)
         settled(bootstrap, topic)
-        found[name] = dumped(data / f"{topic}-0")
+        found[name] = dumped(directory)
     # Offsets: 0-2 committed, 3 COMMIT; 4-5 aborted, 6 ABORT; 7, 8 COMMIT; 9 aborted,
     # 10 ABORT. One producer id per broker.
     assert [e[1:] for e in found["partita"]] == [(4, 6, 7), (9, 10, 11)], found

@@ -174,13 +174,3 @@ class ProducerStateTable:
             )
         entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
         entry.last_timestamp = timestamp
-
-    def truncate_to(self, offset: int) -> None:
-        """Forget batches at or after ``offset`` (the log was truncated)."""
-        for producer_id in list(self.producers):
-            entry = self.producers[producer_id]
-            kept = [b for b in entry.batches if b.last_offset < offset]
-            if not kept:
-                del self.producers[producer_id]
-            else:
-                entry.batches = deque(kept, maxlen=BATCHES_REMEMBERED)
