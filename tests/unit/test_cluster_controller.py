@@ -306,6 +306,13 @@ async def test_a_failed_lease_renewal_is_tried_again_at_once_not_a_heartbeat_lat
         retries = [b - a for a, b in pairwise(kv.calls[1:4])]
         assert all(gap < 0.5 for gap in retries), retries
         assert store.lease_trusted()
+        # etcd away for long: the retries double back to a heartbeat, not ten a second.
+        kv.failing = 6
+        before = len(kv.calls)
+        await _until(lambda: len(kv.calls) >= before + 7, 8)
+        gaps = [b - a for a, b in pairwise(kv.calls[before : before + 7])]
+        wanted = [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+        assert all(w - 0.01 <= g < w + 0.3 for g, w in zip(gaps, wanted, strict=True)), gaps
     finally:
         for task in store._tasks:
             task.cancel()

@@ -357,6 +357,7 @@ class ClusterMetadataStore:
 
     async def _keep_alive(self) -> None:
         delay = self.heartbeat
+        failures = 0  # renewals failed in a row
         while True:
             await asyncio.sleep(delay)
             sent = self.clock()
@@ -364,19 +365,23 @@ class ClusterMetadataStore:
                 async with asyncio.timeout(max(self.heartbeat, 1.0)):
                     ttl = await self.kv.keepalive(self.lease)
             except (StoreUnavailableError, TimeoutError) as exc:
-                log.warning(
-                    "lease renewal failed",
-                    extra={
-                        "error": str(exc) or "timed out",
-                        "trusted_for_s": round(self.trusted_until - self.clock(), 2),
-                    },
-                )
+                failures += 1
+                if failures == 1 or delay >= self.heartbeat:  # not ten lines a second
+                    log.warning(
+                        "lease renewal failed",
+                        extra={
+                            "error": str(exc) or "timed out",
+                            "trusted_for_s": round(self.trusted_until - self.clock(), 2),
+                        },
+                    )
                 # Again at once, not a heartbeat later: the next attempt goes to another
                 # etcd member, and once etcd has elected a new leader (a second or two
                 # after losing one) it answers; every wasted second is one the lease
-                # has left before the broker must fence itself.
-                delay = RENEWAL_RETRY_SECONDS
+                # has left before the broker must fence itself. Doubling back to a
+                # heartbeat while etcd stays away (down, or without a quorum).
+                delay = RENEWAL_RETRY_SECONDS if failures == 1 else min(2 * delay, self.heartbeat)
                 continue
+            failures = 0
             delay = self.heartbeat
             if ttl <= 0:
                 log.error(
