@@ -286,3 +286,27 @@ def test_retention_rolling_on_the_maintenance_thread_reads_no_producer_state(
     assert len(partition.log.segments) == 1 and partition.log.active_segment.size == 0
     assert read == []
     assert _snapshots(partition) == []  # the old ones went with their segments
+
+
+def test_an_abort_indexed_after_a_refused_one_does_not_make_the_file_whole(
+    open_manager: OpenManager, tmp_path: Path
+) -> None:
+    """The disk refuses the first abort's entry, then has room for the second: appended,
+    the file holds the second alone, and the snapshot at the next roll must wait until
+    the file is rewritten whole, or a load from it would never learn of the first."""
+    data_dir = tmp_path / "data"
+    partition = _open(open_manager, data_dir)
+    partition.append(_batch(9, 0, transactional=True))  # 0-1
+    blocked = partition.log.active_segment.txn_index.path
+    blocked.mkdir()
+    partition.write_marker(TxnMarker(9, 0, False, 0))  # 2 ABORT: its entry refused
+    blocked.rmdir()
+    partition.append(_batch(8, 0, transactional=True))  # 3-4
+    partition.write_marker(TxnMarker(8, 0, False, 0))  # 5 ABORT: appended alone
+    partition.log.roll()  # rewrites the file whole before the snapshot at 6
+    assert _snapshots(partition) == [6]
+    crashed = _open(open_manager, data_dir)  # loaded as after a crash: from the snapshot
+    assert [(a.first_offset, a.last_offset) for a in crashed.log.aborted_txns()] == [
+        (0, 2),
+        (3, 5),
+    ]

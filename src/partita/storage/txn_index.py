@@ -84,12 +84,14 @@ class TransactionIndex:
 
     def append(self, entry: AbortedTxn) -> None:
         self._entries = [*self.entries(), entry]  # a new list: a reader keeps the old whole
-        self._write(lambda: _append_to(self.path, entry.encode()))
+        # An append after a failed write leaves the file short still: only a whole
+        # rewrite makes it match memory again.
+        self._write(lambda: _append_to(self.path, entry.encode()), whole=False)
 
     def replace(self, entries: list[AbortedTxn]) -> None:
         """Hold exactly ``entries`` (none: no file)."""
         self._entries = list(entries)
-        self._write(lambda: _replace_file(self.path, b"".join(e.encode() for e in entries)))
+        self._write(lambda: _replace_file(self.path, _encoded(entries)), whole=True)
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries of markers at or past ``offset`` (the log was cut there)."""
@@ -103,7 +105,7 @@ class TransactionIndex:
         when it is, so a producer snapshot past its segment may be written."""
         try:
             if self._write_failed:
-                _replace_file(self.path, b"".join(e.encode() for e in self.entries()))
+                _replace_file(self.path, _encoded(self.entries()))
                 self._write_failed = False
                 self._unsynced = True
             if self._unsynced:
@@ -117,7 +119,8 @@ class TransactionIndex:
             return False
         return True
 
-    def _write(self, write: Callable[[], object]) -> None:
+    def _write(self, write: Callable[[], object], *, whole: bool) -> None:
+        """``whole``: the write puts every entry in the file (a rewrite, not an append)."""
         try:
             write()
         except OSError as exc:
@@ -127,8 +130,13 @@ class TransactionIndex:
                 extra={"file": str(self.path), "error": str(exc)},
             )
         else:
-            self._write_failed = False
+            if whole:
+                self._write_failed = False
             self._unsynced = True
+
+
+def _encoded(entries: list[AbortedTxn]) -> bytes:
+    return b"".join(e.encode() for e in entries)
 
 
 def _append_to(path: Path, payload: bytes) -> None:
