@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -28,6 +29,9 @@ class BrokerProcess:
         self.port = 0
         self.ports: dict[str, int] = {}
         self.proc: subprocess.Popen[bytes] | None = None
+        # RLIMIT_NOFILE for the broker alone (None: inherited). Set in the child, never
+        # in the test process, which holds many descriptors of its own by then.
+        self.descriptor_limit: int | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
 
     @property
@@ -52,8 +56,11 @@ class BrokerProcess:
         for key, value in self.settings.items():
             args += ["--set", f"{key}={value}"]
         args += self.extra_args
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
-        self.proc = subprocess.Popen(args, stdout=log, stderr=log)
+        if self.descriptor_limit is not None:
+            _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            args = ["prlimit", f"--nofile={self.descriptor_limit}:{hard}", "--", *args]
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(args, stdout=log, stderr=log)
         deadline = time.monotonic() + timeout
         while not ready.exists() or not ready.read_text().strip():
             if self.proc.poll() is not None:

@@ -3,13 +3,10 @@ broker processes, the real ``partita`` command and real clients."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import resource
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -252,20 +249,9 @@ def test_log_describe_reports_a_torn_tail_without_repairing_it(
 # -- partition counts and file descriptors ------------------------------------------
 
 
-@contextlib.contextmanager
-def descriptor_limit(soft: int) -> Iterator[None]:
-    """Brokers started inside get this RLIMIT_NOFILE (a child inherits it at fork)."""
-    before, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (before, hard))
-
-
 def start_with_descriptor_limit(broker: BrokerProcess, soft: int) -> None:
-    with descriptor_limit(soft):
-        restart(broker)
+    broker.descriptor_limit = soft
+    restart(broker)
 
 
 def open_descriptors(broker: BrokerProcess) -> int:

@@ -100,6 +100,26 @@ async def test_one_controller_is_elected_and_every_image_agrees() -> None:
 
 
 @_sync
+async def test_a_change_applied_while_the_loop_is_held_past_the_wait_is_caught_up() -> None:
+    """Opening thousands of new partitions holds the event loop longer than the wait for
+    the image: the wait's deadline passes while the change is being applied, and a
+    write, committed and applied, must not be answered with a timeout."""
+    kv = MemoryKV()
+    async with _cluster(kv, 1) as (node,):
+        node.store.subscribe(lambda _changes: time.sleep(0.3))
+        target = kv.revision + 1
+
+        async def write_later() -> None:
+            await asyncio.sleep(0.01)  # once the wait below has begun
+            await kv.txn([], [Put(node.store.layout.root + "/x", b"")])
+
+        writer = asyncio.create_task(write_later())
+        await node.store.caught_up(target, timeout=0.1)
+        assert node.store.image.revision >= target
+        await writer
+
+
+@_sync
 async def test_topics_created_through_any_broker_appear_everywhere_once() -> None:
     kv = MemoryKV()
     async with _cluster(kv) as nodes:

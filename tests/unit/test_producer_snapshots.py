@@ -158,6 +158,32 @@ def test_rolls_and_a_clean_close_write_snapshots_a_load_replays_only_after_them(
     assert _state(reloaded) == expected
 
 
+def test_a_close_writes_a_snapshot_only_where_it_spares_a_load_work(
+    open_manager: OpenManager, tmp_path: Path
+) -> None:
+    """Each snapshot costs an fsync: a stop with thousands of partitions must not pay one
+    for a partition with nothing in it, nor again where the last stop left one."""
+    data_dir = tmp_path / "data"
+    empty = _open(open_manager, data_dir)
+    empty.log.close()
+    assert _snapshots(empty) == []  # nothing to replay: nothing to spare
+
+    partition = _open(open_manager, data_dir)
+    partition.append(_batch(7, 0))
+    partition.log.close()
+    assert _snapshots(partition) == [2]
+    written = (partition.log.directory / f"{2:020d}.snapshot").stat().st_mtime_ns
+
+    partition = _open(open_manager, data_dir)  # loaded from it; nothing appended
+    partition.log.close()
+    assert (partition.log.directory / f"{2:020d}.snapshot").stat().st_mtime_ns == written
+
+    partition = _open(open_manager, data_dir)
+    partition.append(_batch(7, 2))
+    partition.log.close()
+    assert _snapshots(partition) == [2, 4]
+
+
 def test_after_a_load_the_last_batch_is_a_duplicate_and_older_ones_are_out_of_order(
     open_manager: OpenManager, tmp_path: Path
 ) -> None:

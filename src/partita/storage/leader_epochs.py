@@ -21,6 +21,10 @@ class LeaderEpochCache:
     def __init__(self, path: Path, entries: list[tuple[int, int]] | None = None) -> None:
         self.path = path
         self._entries: list[tuple[int, int]] = list(entries or [])
+        # What the checkpoint file holds (None: no file, or one not trusted). A flush
+        # with nothing new writes nothing: each write costs two fsyncs, and a broker
+        # loading or creating thousands of partitions would pay them for every one.
+        self._on_disk: list[tuple[int, int]] | None = None
 
     @classmethod
     def load(cls, directory: Path) -> tuple[LeaderEpochCache, bool]:
@@ -35,7 +39,9 @@ class LeaderEpochCache:
         ordered = all(a[0] < b[0] and a[1] <= b[1] for a, b in itertools.pairwise(entries))
         if not ordered:
             return cls(path), False
-        return cls(path, entries), True
+        cache = cls(path, entries)
+        cache._on_disk = list(entries)
+        return cache, True
 
     @property
     def entries(self) -> list[tuple[int, int]]:
@@ -93,4 +99,10 @@ class LeaderEpochCache:
         self._entries = []
 
     def flush(self) -> None:
+        """Write the checkpoint if it would say something new. An empty cache with no
+        file needs none: a load finds no file and rebuilds from the batches, of which
+        there are then none with an epoch."""
+        if self._entries == self._on_disk or (self._on_disk is None and not self._entries):
+            return
         write_epochs(self.path, self._entries)
+        self._on_disk = list(self._entries)

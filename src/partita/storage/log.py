@@ -599,6 +599,21 @@ class PartitionLog:
             return
         self.snapshots.write(offset, self.producer_state())
 
+    def _close_snapshot_helps(self) -> bool:
+        """Whether a snapshot at the log end would spare the next load any work. Not
+        when one is there already (the state below an offset is fixed by the batches
+        below it, and a truncation or a restart of the log deletes what it outdates),
+        nor for a log with no batches and no producers (nothing to replay). Each
+        snapshot costs an fsync, and a broker stopping with thousands of partitions
+        would otherwise pay one per partition at every stop (as Kafka, which writes
+        one only when the state moved since the last)."""
+        offset = self.log_end_offset
+        if offset in self.snapshots.offsets:
+            return False
+        if self.producer_state is None:
+            return False
+        return offset > self._segments[0].base_offset or bool(self.producer_state())
+
     def producer_snapshot(self) -> tuple[int, list[ProducerSnapshotEntry]] | None:
         """The newest snapshot a load can start from (offset, entries): at or below the
         log end and at or above the first segment's base offset (replay needs the
@@ -975,7 +990,7 @@ class PartitionLog:
         A log that is online first snapshots its producers at the log end, so that the
         next load replays nothing."""
         with self._lock:
-            if self.offline_reason is None:
+            if self.offline_reason is None and self._close_snapshot_helps():
                 self._snapshot_producers(self.log_end_offset)
             errors: list[str] = []
             for segment in self._segments:
