@@ -8,7 +8,7 @@ Kinds:
 - term: SIGTERM a random broker (controlled shutdown; it must exit 0), restart it;
 - etcd: kill -9 etcd, restart it on its data directory;
 - partition: cut a broker (random or a leader) off from the other brokers and etcd while
-  clients still reach it (network namespaces, tests/cluster/faults.NetworkLab), heal;
+  clients still reach it (network namespaces, partita.local.hosts.HostLab), heal;
 - disk: fill the disk of the broker whose data is on a tmpfs, empty it, restart it (as
   in Kafka, a replica taken offline by a failed disk comes back with its broker);
 - elect: a preferred leader election of every partition (AsyncAdmin.elect_leaders);

@@ -31,6 +31,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from partita.local.hosts import HostLab
 from tests.chaos import checker, history, stats
 from tests.chaos.history import Drain, Fault, Read, Replica, Stored
 from tests.chaos.nemesis import ADMIN_KINDS, KINDS, Nemesis, admin_kinds_available
@@ -39,7 +40,6 @@ from tests.chaos.workload import ConsumerClient, Prober, ProducerClient, Recorde
 from tests.cluster.conftest import until
 from tests.cluster.faults import (
     NetnsCluster,
-    NetworkLab,
     checkpointed_high_watermarks,
     read_all,
     stored_records,
@@ -105,7 +105,7 @@ def run(config: RunConfig) -> RunResult:
         notes.append("elect and reassign skipped: this tree's AsyncAdmin lacks them")
         kinds = [k for k in kinds if k not in ADMIN_KINDS]
     with ExitStack() as stack:
-        lab = NetworkLab()
+        lab = HostLab()
         stack.callback(lab.close)
         data_dirs = {}
         disk = None

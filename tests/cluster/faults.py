@@ -5,8 +5,6 @@ that every acknowledged record is read back exactly once and replicas agree on d
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 import signal
 import subprocess
 import threading
@@ -19,7 +17,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from partita.local.cluster import BrokerNode, ClusterStartError, EtcdProcess, LocalCluster
+from partita.local.cluster import BROKER_PORT, BrokerNode, EtcdProcess, LocalCluster
+from partita.local.hosts import Host, HostLab
 from partita.protocol.record_batch import HEADER_SIZE, read_header
 from partita.protocol.records import decode_records
 from partita.storage.inspection import summarize
@@ -191,157 +190,18 @@ def log_dir(broker: BrokerNode, topic: str, partition: int) -> Path:
 # connections to it fail at once. The clients' namespace has no such route, so clients
 # still reach it. tc and iptables do not exist on these machines; routes need only `ip`.
 
-LAB_STATE = Path("/run/partita-chaos")
-BROKER_PORT = 9092
 ETCD_HOST_INDEX = 100
 
 
-def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check, timeout=20)
-
-
-@dataclass(frozen=True)
-class Member:
-    name: str
-    netns: str
-    host: str
-    veth: str
-
-
-class NetworkLab:
-    """A private subnet 10.213.K.0/24 on a bridge, members in namespaces of their own.
-
-    K is the first subnet no live lab holds (a lab's owner pid is kept under
-    /run/partita-chaos, so one left by a killed run is taken down and reused)."""
-
-    def __init__(self) -> None:
-        LAB_STATE.mkdir(parents=True, exist_ok=True)
-        # Once a lab is gone its addresses must not fall through to the default route
-        # (a client still retrying would send to the outside network): they are
-        # unreachable here unless a lab's bridge (a longer prefix) holds them.
-        ip("route", "replace", "unreachable", "10.213.0.0/16")
-        self.members: dict[str, Member] = {}
-        self.isolated: set[str] = set()
-        for k in range(256):
-            owner = LAB_STATE / f"{k}.pid"
-            text = owner.read_text().strip() if owner.exists() else ""
-            if text and not _pid_alive(int(text)):
-                _take_down(k)  # left by a run that died: its owner is gone
-                owner.unlink(missing_ok=True)
-            # Creating the bridge is the lock: it fails while another lab holds K (also
-            # one that has just made it and not yet written its pid).
-            if ip("link", "add", f"pc{k}br", "type", "bridge", check=False).returncode != 0:
-                continue
-            owner.write_text(str(os.getpid()))
-            _take_down(k, keep_bridge=True)  # namespaces a dead run may have left
-            self.k = k
-            break
-        else:
-            raise RuntimeError("no free subnet for a network lab")
-        self.bridge = f"pc{self.k}br"
-        ip("addr", "add", f"10.213.{self.k}.254/24", "dev", self.bridge)
-        ip("link", "set", self.bridge, "up")
-
-    def add(self, name: str, host_index: int) -> Member:
-        member = Member(
-            name, f"partita-chaos-{self.k}-{name}", f"10.213.{self.k}.{host_index}",
-            f"pc{self.k}v{host_index}",
-        )  # fmt: skip
-        ip("netns", "add", member.netns)
-        ip("link", "add", member.veth, "type", "veth", "peer", "name", "eth0",
-           "netns", member.netns)  # fmt: skip
-        ip("link", "set", member.veth, "master", self.bridge, "up")
-        ip("-n", member.netns, "addr", "add", f"{member.host}/24", "dev", "eth0")
-        ip("-n", member.netns, "link", "set", "eth0", "up")
-        ip("-n", member.netns, "link", "set", "lo", "up")
-        self.members[name] = member
-        return member
-
-    def isolate(self, name: str) -> None:
-        """Cut ``name`` off from every other member; the clients still reach it."""
-        victim = self.members[name]
-        for other in self.members.values():
-            if other.name != name:
-                ip("-n", other.netns, "route", "replace", "blackhole", f"{victim.host}/32")
-        self.isolated.add(name)
-
-    def heal(self, name: str | None = None) -> None:
-        for victim_name in [name] if name else list(self.isolated):
-            victim = self.members[victim_name]
-            for other in self.members.values():
-                if other.name != victim_name:
-                    ip("-n", other.netns, "route", "del", "blackhole", f"{victim.host}/32",
-                       check=False)  # fmt: skip
-            self.isolated.discard(victim_name)
-
-    def close(self) -> None:
-        _take_down(self.k)
-        (LAB_STATE / f"{self.k}.pid").unlink(missing_ok=True)
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _take_down(k: int, keep_bridge: bool = False) -> None:
-    """Remove lab K's namespaces, veths and bridge, whatever is left of them."""
-    for line in ip("netns", "list", check=False).stdout.splitlines():
-        netns = line.split()[0] if line.strip() else ""
-        if netns.startswith(f"partita-chaos-{k}-"):
-            ip("netns", "del", netns, check=False)
-    for line in ip("-o", "link", "show", check=False).stdout.splitlines():
-        name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
-        if name.startswith(f"pc{k}v") or (name == f"pc{k}br" and not keep_bridge):
-            ip("link", "del", name, check=False)
-
-
-class NamespacedEtcd(EtcdProcess):
-    """etcd in a lab member's namespace, on its address."""
-
-    def __init__(self, member: Member, data_dir: Path) -> None:
-        super().__init__(data_dir, client_port=2379)
-        self.member = member
-        self.peer_port = 2380
-
-    @property
-    def endpoint(self) -> str:
-        return f"{self.member.host}:{self.client_port}"
-
-    def start(self, timeout: float = 20.0) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        client = f"http://{self.member.host}:{self.client_port}"
-        peer = f"http://127.0.0.1:{self.peer_port}"
-        args = [
-            "ip", "netns", "exec", self.member.netns, shutil.which("etcd") or "/usr/bin/etcd",
-            "--name", "partita-etcd", "--data-dir", str(self.data_dir),
-            "--listen-client-urls", client, "--advertise-client-urls", client,
-            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", f"partita-etcd={peer}", "--log-level", "warn",
-        ]  # fmt: skip
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
-        self.proc = subprocess.Popen(args, stdout=log, stderr=log, start_new_session=True)
-        until(lambda: self.healthy() or self.proc.poll() is not None, timeout, "etcd healthy")  # type: ignore[union-attr]
-        if not self.healthy():
-            raise ClusterStartError(f"etcd exited:\n{self.logs()}")
-
-
 class NamespacedBroker(BrokerNode):
-    """A broker in a lab member's namespace, listening on its address (port 9092)."""
+    """A broker on a lab's host, listening on its address (port 9092)."""
 
-    def __init__(self, member: Member, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, member: Host, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.member = member
-        self.host = member.host
+        self.host = member.address
         self.port = BROKER_PORT
-        self.launcher = ["ip", "netns", "exec", member.netns]
+        self.launcher = member.launcher
 
 
 class NetnsCluster(LocalCluster):
@@ -350,14 +210,14 @@ class NetnsCluster(LocalCluster):
     def __init__(
         self,
         base: Path,
-        lab: NetworkLab,
+        lab: HostLab,
         brokers: int = 3,
         settings: dict[str, str] | None = None,
         data_dirs: dict[int, Path] | None = None,
     ) -> None:
         super().__init__(base, brokers, settings=settings, etcd_endpoints="-")
         self.lab = lab
-        self.etcd = NamespacedEtcd(lab.add("etcd", ETCD_HOST_INDEX), base / "etcd")
+        self.etcd = EtcdProcess(base / "etcd", host=lab.add("etcd", ETCD_HOST_INDEX))
         self.metadata = f"etcd://{self.etcd.endpoint}/partita"
         self.brokers = [
             NamespacedBroker(

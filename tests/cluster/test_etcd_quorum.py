@@ -1,7 +1,7 @@
 """etcd as a quorum (#30): three etcd members, the production layout, under a cluster of
-three brokers. Losing any one member -- the etcd leader first -- costs no acknowledged
-write and stops no broker: the brokers' lease renewals move to the members left, and no
-broker fences itself while etcd elects a new leader."""
+three brokers. Losing the quorum stops metadata changes, not healthy partitions; a dead
+member first in the endpoint list costs nothing. (Losing any one member, each in turn,
+is tried on three hosts: tests/cluster/test_hosts.py.)"""
 
 from __future__ import annotations
 
@@ -30,38 +30,6 @@ def _longest_gap(times: list[float], since: float) -> float:
     """The longest time without an acknowledgement from ``since`` until now."""
     moments = [since, *sorted(t for t in times if t >= since), time.monotonic()]
     return max(b - a for a, b in pairwise(moments))
-
-
-@pytest.mark.timeout(240)
-def test_losing_any_one_etcd_member_loses_no_write_and_fences_no_broker(
-    quorum: LocalCluster,
-) -> None:
-    etcd = quorum.etcd_cluster
-    assert etcd is not None
-    admin = AdminClient({"bootstrap.servers": quorum.bootstrap})
-    admin.create_topics([NewTopic("quorum", PARTITIONS, 3)])["quorum"].result(30)
-    leader = until(etcd.leader, 10, "an etcd leader")
-    order: list[EtcdProcess] = [leader, *(m for m in etcd.members if m is not leader)]
-    with producing(quorum.bootstrap, "quorum", PARTITIONS) as ledger:
-        until(lambda: len(ledger.acked) > 200, 20, "writes acknowledged")
-        started = time.monotonic()
-        for member in order:
-            member.kill()
-            # Longer than a broker's lease (3 s): a broker that could not renew would
-            # have fenced itself by now.
-            time.sleep(4)
-            until(etcd.leader, 15, f"a leader without {member.name}")
-            member.start(wait=False)
-            member.wait_healthy(30)
-            time.sleep(1)
-        gap = _longest_gap(ledger.ack_times, started)
-        until(lambda: len(ledger.acked) > 400, 20, "writes acknowledged after")
-    assert not ledger.failed, ledger.failed
-    check_no_loss_no_duplicates(ledger, read_all(quorum.bootstrap, "quorum", PARTITIONS))
-    fenced = {b.node_id for b in quorum.brokers if FENCED in b.logs(2000)}
-    print(f"acknowledged {len(ledger.acked)}; longest pause between acks {gap:.2f} s")
-    assert not fenced, f"brokers {fenced} fenced themselves while one etcd member was down"
-    assert all(b.alive for b in quorum.brokers)
 
 
 @pytest.mark.timeout(240)

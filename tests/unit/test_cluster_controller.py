@@ -14,7 +14,12 @@ from typing import Any
 
 import pytest
 
-from partita.cluster.cluster_store import ClusterMetadataStore, LeaseState, NodeIdInUseError
+from partita.cluster.cluster_store import (
+    AddressInUseError,
+    ClusterMetadataStore,
+    LeaseState,
+    NodeIdInUseError,
+)
 from partita.cluster.controller import Controller
 from partita.cluster.kv import Compare, Put, StoreUnavailableError
 from partita.cluster.memory_kv import MemoryKV
@@ -117,6 +122,27 @@ async def test_a_change_applied_while_the_loop_is_held_past_the_wait_is_caught_u
         await node.store.caught_up(target, timeout=0.1)
         assert node.store.image.revision >= target
         await writer
+
+
+@_sync
+async def test_an_address_another_live_broker_advertises_is_refused() -> None:
+    """A broker given another host's address would take that broker's clients and
+    followers; its registration is refused, and any other address is not."""
+    kv = MemoryKV()
+    async with _cluster(kv, 1) as (node,):
+        other = ClusterMetadataStore(kv, "t", 2, heartbeat_interval_ms=20)
+        await other.start()
+        # Broker 1 registered 127.0.0.1:9001; this one names it among its listeners.
+        taken = (("PLAINTEXT", "10.0.0.3", 9000), ("EXTERNAL", "127.0.0.1", 9001))
+        with pytest.raises(
+            AddressInUseError, match=r"127\.0\.0\.1:9001 is advertised by live broker 1"
+        ):
+            await other.register("10.0.0.3", 9000, None, taken)
+        await _until(lambda: node.store.image.brokers.keys() == {1})
+        await other.register("10.0.0.2", 9002, None)
+        await _until(lambda: node.store.image.brokers.keys() == {1, 2})
+        for task in other._tasks:
+            task.cancel()
 
 
 @_sync

@@ -41,13 +41,23 @@ def up(
         "--etcd",
         help="HOST:PORT[,HOST:PORT...] of a running etcd to use instead of starting one.",
     ),
-    etcd_members: int = typer.Option(
-        1,
+    etcd_members: int | None = typer.Option(
+        None,
         "--etcd-members",
         min=1,
         max=7,
+        show_default=False,
         help="How many etcd members to start as one quorum: 3 (or 5) is the production "
-        "layout, in which losing one member loses nothing and stops no broker.",
+        "layout, in which losing one member loses nothing and stops no broker. "
+        "Default: 1, or 3 with --hosts (one on each of the first three hosts).",
+    ),
+    hosts: bool = typer.Option(
+        False,
+        "--hosts",
+        help="Run each broker on a host of its own: a network namespace with its own "
+        "address (10.213.K.N, port 9092), etcd member N beside broker N, and a client "
+        "host to run clients from. Everything then goes through advertised addresses, "
+        "as on separate machines. Needs root.",
     ),
     settings: list[str] = typer.Option(
         [], "--set", help="A broker setting for every broker, e.g. --set num.partitions=6."
@@ -60,13 +70,16 @@ def up(
         "and prints how to connect.",
     ),
 ) -> None:
-    """Start etcd and BROKERS brokers on 127.0.0.1, print the bootstrap servers and each
-    broker's role, and run until Ctrl-C or SIGTERM, which stops everything cleanly.
+    """Start etcd and BROKERS brokers on 127.0.0.1 (or each on a host of its own with
+    --hosts), print the bootstrap servers and each broker's role, and run until Ctrl-C or
+    SIGTERM, which stops everything cleanly.
 
     Example: partita cluster up --brokers 3 --racks a,b,c --etcd-members 3
+    or, as three machines would: sudo partita cluster up --hosts
     then: partita -b <bootstrap> topic create orders -p 6 -r 3
     """
     from partita.local.cluster import ClusterStartError, LocalCluster  # noqa: PLC0415
+    from partita.local.hosts import HostLab, HostLabError  # noqa: PLC0415
 
     extra: dict[str, str] = {}
     for item in settings:
@@ -81,11 +94,33 @@ def up(
 
         setup = make_secure_setup(data_dir.resolve() / "security")
         extra = {**setup.broker_settings, **extra}
-    if etcd and etcd_members != 1:
+    if etcd and etcd_members is not None:
         raise fail("--etcd uses a running etcd; --etcd-members starts one: give one of them")
-    cluster = LocalCluster(
-        data_dir.resolve(), brokers, rack_list, etcd or None, extra, etcd_members=etcd_members
-    )
+    if etcd_members is None:
+        etcd_members = 3 if hosts and brokers >= 3 else 1
+    if hosts and etcd_members > brokers:
+        raise fail(f"--etcd-members {etcd_members} needs as many hosts; --brokers is {brokers}")
+    lab = None
+    if hosts:
+        try:
+            lab = HostLab()
+        except HostLabError as exc:
+            raise fail(f"--hosts: {exc}") from None
+    try:
+        cluster = LocalCluster(
+            data_dir.resolve(),
+            brokers,
+            rack_list,
+            etcd or None,
+            extra,
+            etcd_members=etcd_members,
+            lab=lab,
+        )
+        client_host = lab.add("client", 200) if lab is not None else None
+    except HostLabError as exc:
+        if lab is not None:
+            lab.close()
+        raise fail(f"--hosts: {exc}") from None
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -96,12 +131,25 @@ def up(
             cluster.start()
     except ClusterStartError as exc:
         cluster.kill()
+        if lab is not None:
+            lab.close()
         raise fail(str(exc).splitlines()[0]) from None
     try:
         security = setup.client_settings if setup is not None else client_settings()
         description = run_client(cluster.bootstrap, _describe_cluster(cluster.bootstrap, security))
         console.print(f"metadata     {cluster.metadata}")
         console.print(f"bootstrap    [bold]{cluster.bootstrap}[/bold]")
+        if client_host is not None:
+            console.print(
+                f"hosts        {', '.join(f'{h.name} {h.address}' for h in cluster.hosts)}; "
+                f"clients run here or on host {client_host.name}:",
+                soft_wrap=True,
+            )
+            console.print(
+                f"  {' '.join(client_host.launcher)} kcat -b {cluster.bootstrap} -L",
+                soft_wrap=True,
+                markup=False,
+            )
         if setup is not None:
             _print_how_to_connect(console, cluster.bootstrap, setup)
         _print_brokers(description, {}, {}, {})
@@ -114,6 +162,8 @@ def up(
     finally:
         with console.status("stopping (controlled shutdown)..."):
             cluster.stop()
+            if lab is not None:
+                lab.close()
         console.print("stopped")
 
 

@@ -92,6 +92,12 @@ class NodeIdInUseError(KafkaError):
     """Another live broker is registered with this node id."""
 
 
+class AddressInUseError(KafkaError):
+    """Another live broker advertises an address this one would advertise: one of the
+    two was given the other's host (advertised.listeners), and clients and followers
+    would reach the wrong broker."""
+
+
 class ClusterMetadataStore:
     def __init__(
         self,
@@ -234,7 +240,17 @@ class ClusterMetadataStore:
         rack: str | None,
         endpoints: tuple[tuple[str, str, int], ...] = (),
     ) -> None:
-        """Register as ``starting`` on a new lease; refuse if the node id is taken."""
+        """Register as ``starting`` on a new lease; refuse if the node id is taken, or an
+        address we would advertise is another live broker's."""
+        ours = {(h, p) for _name, h, p in endpoints} or {(host, port)}
+        for other in self.image.brokers.values():
+            theirs = {(h, p) for _name, h, p in other.endpoints} or {(other.host, other.port)}
+            if other.node_id != self.node_id and ours & theirs:
+                h, p = sorted(ours & theirs)[0]
+                raise AddressInUseError(
+                    f"{h}:{p} is advertised by live broker {other.node_id}; give this broker "
+                    f"its own host's address (listeners, advertised.listeners)"
+                )
         self.lease = await self.kv.grant(self.ttl)
         sent = self.clock()
         key = self.layout.broker(self.node_id)

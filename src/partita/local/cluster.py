@@ -22,6 +22,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from partita.local.hosts import Host, HostLab
+
 
 class ClusterStartError(RuntimeError):
     """A process of the local cluster did not come up; the message quotes its log."""
@@ -67,8 +69,10 @@ def write_private_properties(path: Path, values: dict[str, str]) -> Path:
 
 
 class EtcdProcess:
-    """One etcd member (Debian's etcd-server) on loopback ports of its own: alone, or
-    one of the members ``initial_cluster`` names (``name=peer-url,...``)."""
+    """One etcd member (Debian's etcd-server): alone, or one of the members
+    ``initial_cluster`` names (``name=peer-url,...``). On loopback ports of its own, or
+    on a host of a lab (``host``: its address; ``launcher``: what runs a command there),
+    where it takes etcd's own ports, 2379 and 2380."""
 
     def __init__(
         self,
@@ -80,8 +84,13 @@ class EtcdProcess:
         peer_port: int = 0,
         initial_cluster: str | None = None,
         election_timeout_ms: int | None = None,
+        host: Host | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.address = host.address if host is not None else "127.0.0.1"
+        self.launcher = host.launcher if host is not None else []
+        if host is not None:
+            client_port, peer_port = client_port or 2379, peer_port or 2380
         self.election_timeout_ms = election_timeout_ms
         self.tls = tls
         self.name = name
@@ -93,11 +102,11 @@ class EtcdProcess:
 
     @property
     def endpoint(self) -> str:
-        return f"127.0.0.1:{self.client_port}"
+        return f"{self.address}:{self.client_port}"
 
     @property
     def peer_url(self) -> str:
-        return f"http://127.0.0.1:{self.peer_port}"
+        return f"http://{self.address}:{self.peer_port}"
 
     @property
     def alive(self) -> bool:
@@ -111,8 +120,9 @@ class EtcdProcess:
             )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         scheme = "https" if self.tls else "http"
-        client = f"{scheme}://127.0.0.1:{self.client_port}"
+        client = f"{scheme}://{self.endpoint}"
         args = [
+            *self.launcher,
             binary,
             "--name", self.name,
             "--data-dir", str(self.data_dir),
@@ -218,20 +228,23 @@ class EtcdCluster:
 
     ELECTION_TIMEOUT_MS = 500
 
-    def __init__(self, base: Path, members: int = 3) -> None:
-        names = [f"etcd-{i}" for i in range(1, members + 1)]
-        peers = {name: free_port() for name in names}
-        initial = ",".join(f"{name}=http://127.0.0.1:{port}" for name, port in peers.items())
+    def __init__(self, base: Path, members: int = 3, hosts: list[Host] | None = None) -> None:
+        """``members`` on loopback, or one on each of ``hosts``."""
+        names = [f"etcd-{i}" for i in range(1, (len(hosts) if hosts else members) + 1)]
+        on = dict(zip(names, hosts or [], strict=False))
         self.members = [
             EtcdProcess(
                 base / name,
                 name=name,
-                peer_port=peers[name],
-                initial_cluster=initial,
+                peer_port=0 if name in on else free_port(),
                 election_timeout_ms=self.ELECTION_TIMEOUT_MS,
+                host=on.get(name),
             )
             for name in names
         ]
+        initial = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
+        for member in self.members:
+            member.initial_cluster = initial
 
     @property
     def endpoints(self) -> str:
@@ -389,8 +402,16 @@ class BrokerNode:
         return _tail(self.log_path, lines)
 
 
+BROKER_PORT = 9092
+
+
 class LocalCluster:
-    """etcd (unless endpoints are given) and ``brokers`` brokers under ``base``."""
+    """etcd (unless endpoints are given) and ``brokers`` brokers under ``base``.
+
+    With a ``lab``, broker N runs on a host of its own (``hN``, 10.213.K.N, port 9092)
+    and etcd member N (of ``etcd_members``) beside it, the layout of a cluster on
+    separate machines: everyone reaches everyone through the addresses they advertise.
+    """
 
     def __init__(
         self,
@@ -402,8 +423,15 @@ class LocalCluster:
         prefix: str = "partita",
         client_settings: dict[str, str] | None = None,
         etcd_members: int = 1,
+        lab: HostLab | None = None,
     ) -> None:
         self.base = base
+        self.lab = lab
+        self.hosts: list[Host] = []
+        if lab is not None:
+            if not etcd_endpoints and etcd_members > brokers:
+                raise ValueError(f"{etcd_members} etcd members need as many hosts: {brokers}")
+            self.hosts = [lab.add(f"h{n}", n) for n in range(1, brokers + 1)]
         # What a client needs to reach these brokers (a secured cluster's login and CA).
         self.client_settings = dict(client_settings or {})
         # One member (a development cluster), or a quorum of several; none when the
@@ -412,8 +440,8 @@ class LocalCluster:
         self.etcd_cluster: EtcdCluster | None = None
         if etcd_endpoints:
             endpoints = etcd_endpoints
-        elif etcd_members > 1:
-            self.etcd_cluster = EtcdCluster(base, etcd_members)
+        elif etcd_members > 1 or self.hosts:
+            self.etcd_cluster = EtcdCluster(base, etcd_members, self.hosts[:etcd_members] or None)
             endpoints = self.etcd_cluster.endpoints
         else:
             self.etcd = EtcdProcess(base / "etcd")
@@ -429,6 +457,8 @@ class LocalCluster:
             )
             for node_id in range(1, brokers + 1)
         ]
+        for broker, host in zip(self.brokers, self.hosts, strict=False):
+            broker.host, broker.port, broker.launcher = host.address, BROKER_PORT, host.launcher
 
     @property
     def bootstrap(self) -> str:
@@ -436,6 +466,10 @@ class LocalCluster:
 
     def broker(self, node_id: int) -> BrokerNode:
         return self.brokers[node_id - 1]
+
+    def host(self, node_id: int) -> Host:
+        """The host broker ``node_id`` runs on (a cluster with a lab)."""
+        return self.hosts[node_id - 1]
 
     def start(self) -> None:
         self.base.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from partita.cluster.cluster_store import ClusterMetadataStore, LeaseState, NodeIdInUseError
+from partita.cluster.cluster_store import (
+    AddressInUseError,
+    ClusterMetadataStore,
+    LeaseState,
+    NodeIdInUseError,
+)
 from partita.cluster.controller import Controller, ControllerSettings
 from partita.cluster.kv import KV, StoreUnavailableError
 from partita.cluster.legacy_metadata import adopt_legacy_metadata
@@ -97,14 +102,15 @@ class ClusterNode:
         """Register, then become electable. A registration of our node id that is still
         there may be our own previous life (killed, restarted at once): as Kafka does with
         a duplicate registration, wait for its session to expire, and refuse to start only
-        if it outlives that (another live broker holds the id)."""
+        if it outlives that (another live broker holds the id). The same for an address
+        another registration advertises (a host given a new node id after a crash)."""
         info = self.info()
         deadline = time.monotonic() + self.store.ttl + 2
         while True:
             try:
                 await self.store.register(info.host, info.port, info.rack, info.endpoints)
                 break
-            except NodeIdInUseError as exc:
+            except (NodeIdInUseError, AddressInUseError) as exc:
                 if time.monotonic() > deadline:
                     raise KafkaError(exc.message) from None
                 await asyncio.sleep(0.25)
