@@ -8,6 +8,7 @@
 # Needs root (network namespaces, a tmpfs) and .venv (scripts/setup.sh).
 #
 #   scripts/chaos.sh --minutes 10 --seed 7 [--kinds kill,pause,...] [--rate 120] [--txn-clients 2]
+#   scripts/chaos.sh --hosts ...   # a broker and an etcd member (of three) on each host
 #   scripts/chaos.sh --phases none:60,kill:60,pause:60   # one kind at a time (benchmarks)
 # Exit status 0: no violation; 1: violations (report.txt shows each, shrunk).
 set -euo pipefail
@@ -21,8 +22,8 @@ while [ $# -gt 0 ]; do
         --minutes) minutes="$2"; shift 2 ;;
         --seed) seed="$2"; shift 2 ;;
         --kinds|--rate|--phases|--out|--txn-clients) extra+=("$1" "$2"); shift 2 ;;
-        --keep-data) extra+=("$1"); shift ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        --keep-data|--hosts) extra+=("$1"); shift ;;
+        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
         *) echo "chaos.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
     esac
 done

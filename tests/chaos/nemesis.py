@@ -6,9 +6,12 @@ Kinds:
   alternate), restart it on its data directory after a few seconds;
 - pause: SIGSTOP the leader of a random partition past its etcd lease, then SIGCONT;
 - term: SIGTERM a random broker (controlled shutdown; it must exit 0), restart it;
-- etcd: kill -9 etcd, restart it on its data directory;
+- etcd: kill -9 etcd (every member of a quorum), restart it on its data directory;
+- etcd-member: kill -9 one member of etcd's quorum, restart it;
+- etcd-leader: SIGTERM the member etcd's quorum follows, restart it;
 - partition: cut a broker (random or a leader) off from the other brokers and etcd while
-  clients still reach it (network namespaces, partita.local.hosts.HostLab), heal;
+  clients still reach it (network namespaces, partita.local.hosts.HostLab), heal; on a
+  cluster of hosts the broker's host is cut off, its etcd member with it;
 - disk: fill the disk of the broker whose data is on a tmpfs, empty it, restart it (as
   in Kafka, a replica taken offline by a failed disk comes back with its broker);
 - elect: a preferred leader election of every partition (AsyncAdmin.elect_leaders);
@@ -25,13 +28,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from partita.local.cluster import BrokerNode
+from partita.local.cluster import BrokerNode, EtcdProcess, LocalCluster
+from partita.local.hosts import HostLab
 from tests.chaos.history import Fault
 from tests.chaos.workload import Recorder, announced
 from tests.cluster.conftest import until
-from tests.cluster.faults import NetnsCluster, fill
+from tests.cluster.faults import fill
 
 KINDS = ("kill", "pause", "term", "etcd", "partition", "disk", "elect", "reassign")
+# On a cluster of hosts with etcd as a quorum only (RunConfig.hosts).
+QUORUM_KINDS = ("etcd-member", "etcd-leader")
 ADMIN_KINDS = ("elect", "reassign")
 
 
@@ -48,7 +54,7 @@ def admin_kinds_available() -> bool:
 class Nemesis:
     def __init__(
         self,
-        cluster: NetnsCluster,
+        cluster: LocalCluster,
         topic: str,
         partitions: int,
         recorder: Recorder,
@@ -81,7 +87,7 @@ class Nemesis:
             for b in self.cluster.brokers
             if b.alive
             and b.node_id not in self.paused
-            and b.member.name not in self.cluster.lab.isolated  # type: ignore[attr-defined]
+            and self.cluster.host(b.node_id).name not in self.lab.isolated
         )
 
     def layout(self) -> dict[int, tuple[int, int, tuple[int, ...]]]:
@@ -150,14 +156,47 @@ class Nemesis:
         victim.start()
         self._fault("term", "heal", f"broker {victim.node_id}", f"had exited {code}; restarted")
 
+    @property
+    def lab(self) -> HostLab:
+        assert self.cluster.lab is not None
+        return self.cluster.lab
+
+    def _etcd_members(self) -> list[EtcdProcess]:
+        if self.cluster.etcd_cluster is not None:
+            return self.cluster.etcd_cluster.members
+        assert self.cluster.etcd is not None
+        return [self.cluster.etcd]
+
     def etcd(self) -> None:
-        etcd = self.cluster.etcd
-        assert etcd is not None
-        self._fault("etcd", "start", "etcd", "kill -9")
-        etcd.kill()
+        members = self._etcd_members()
+        self._fault("etcd", "start", "etcd", f"kill -9 of {len(members)} member(s)")
+        for member in members:
+            member.kill()
         self._sleep(2, 5)
-        etcd.start()
+        for member in members:
+            member.start(wait=False)
+        for member in members:
+            member.wait_healthy(30)
         self._fault("etcd", "heal", "etcd", "restarted")
+
+    def etcd_member(self) -> None:
+        victim = self.rng.choice(self._etcd_members())
+        self._fault("etcd-member", "start", victim.name, "kill -9")
+        victim.kill()
+        self._sleep(2, 5)
+        victim.start(wait=False)
+        victim.wait_healthy(30)
+        self._fault("etcd-member", "heal", victim.name, "restarted")
+
+    def etcd_leader(self) -> None:
+        assert self.cluster.etcd_cluster is not None
+        victim = until(self.cluster.etcd_cluster.leader, 15, "an etcd leader")
+        self._fault("etcd-leader", "start", victim.name, "SIGTERM of the leader")
+        victim.stop()
+        self._sleep(1, 3)
+        victim.start(wait=False)
+        victim.wait_healthy(30)
+        self._fault("etcd-leader", "heal", victim.name, "restarted")
 
     def partition(self) -> None:
         if self.rng.random() < 0.5:
@@ -167,11 +206,11 @@ class Nemesis:
             partition = self.rng.randrange(self.partitions)
             victim = self.leader(partition)
             how = f"leader of {self.topic}-{partition}"
-        name = victim.member.name  # type: ignore[attr-defined]
-        self._fault("partition", "start", f"broker {victim.node_id}", how)
-        self.cluster.lab.isolate(name)
+        name = self.cluster.host(victim.node_id).name
+        self._fault("partition", "start", f"broker {victim.node_id}", f"{how}; host {name}")
+        self.lab.isolate(name)
         self._sleep(6, 10)
-        self.cluster.lab.heal(name)
+        self.lab.heal(name)
         self._fault("partition", "heal", f"broker {victim.node_id}", "routes removed")
 
     def disk_full(self) -> None:
@@ -245,6 +284,8 @@ class Nemesis:
             "pause": self.pause,
             "term": self.term,
             "etcd": self.etcd,
+            "etcd-member": self.etcd_member,
+            "etcd-leader": self.etcd_leader,
             "partition": self.partition,
             "disk": self.disk_full,
             "elect": self.elect,
@@ -271,13 +312,15 @@ class Nemesis:
             if broker.alive:
                 broker.signal(signal.SIGCONT)
         self.paused.clear()
-        self.cluster.lab.heal()
+        self.lab.heal()
         if self.filler is not None:
             self.filler.unlink(missing_ok=True)
             self.filler = None
-        etcd = self.cluster.etcd
-        if etcd is not None and (etcd.proc is None or etcd.proc.poll() is not None):
-            etcd.start()
+        dead = [m for m in self._etcd_members() if not m.alive]
+        for member in dead:
+            member.start(wait=False)
+        for member in dead:
+            member.wait_healthy(30)
         for broker in self.cluster.brokers:
             if not broker.alive:
                 broker.start()

@@ -31,10 +31,11 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from partita.local.cluster import LocalCluster
 from partita.local.hosts import HostLab
 from tests.chaos import checker, history, stats
 from tests.chaos.history import Drain, Fault, Read, Replica, Stored
-from tests.chaos.nemesis import ADMIN_KINDS, KINDS, Nemesis, admin_kinds_available
+from tests.chaos.nemesis import ADMIN_KINDS, KINDS, QUORUM_KINDS, Nemesis, admin_kinds_available
 from tests.chaos.txn_workload import TXN_TOPIC, TxnClient, drain
 from tests.chaos.workload import ConsumerClient, Prober, ProducerClient, Recorder, announced
 from tests.cluster.conftest import until
@@ -75,6 +76,9 @@ class RunConfig:
     quiet: tuple[float, float] = (3.0, 6.0)  # between faults
     keep_data: bool = False
     txn_clients: int = 0  # transactional ids of the transactional workload (0: none)
+    # Each broker on a host with an etcd member of a quorum of three (else etcd alone
+    # on a host of its own): needed by the etcd-member and etcd-leader faults.
+    hosts: bool = False
 
 
 @dataclass
@@ -118,7 +122,16 @@ def run(config: RunConfig) -> RunResult:
             # Fewer transaction state partitions than Kafka's 50: the coordinators still
             # move with their partitions' leaders, and 2 cores go to the workload.
             settings["transaction.state.log.num.partitions"] = "6"
-        cluster = NetnsCluster(base, lab, 3, settings=settings, data_dirs=data_dirs)
+        cluster: LocalCluster
+        if config.hosts:
+            # Three hosts, each with a broker and an etcd member: a host cut off takes
+            # its member with it, and etcd's quorum can lose a member or its leader.
+            cluster = LocalCluster(base, 3, settings=settings, etcd_members=3, lab=lab)
+            for node, data_dir in data_dirs.items():
+                cluster.broker(node).data_dir = data_dir
+                cluster.broker(node).log_path = base / f"broker-{node}.log"
+        else:
+            cluster = NetnsCluster(base, lab, 3, settings=settings, data_dirs=data_dirs)
         stack.callback(cluster.kill)
         cluster.start()
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
@@ -381,8 +394,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--txn-clients", type=int, default=2, help="transactional ids writing beside (0: none)"
     )
+    parser.add_argument(
+        "--hosts",
+        action="store_true",
+        help="a broker and an etcd member (of three) on each host: adds the "
+        f"{' and '.join(QUORUM_KINDS)} faults to the default kinds",
+    )
     parser.add_argument("--keep-data", action="store_true")
     args = parser.parse_args(argv)
+    if args.hosts and args.kinds == ",".join(KINDS):
+        args.kinds = ",".join((*KINDS, *QUORUM_KINDS))
     phases = None
     if args.phases:
         phases = [(k, float(s)) for k, _, s in (p.partition(":") for p in args.phases.split(","))]
@@ -395,6 +416,7 @@ def main(argv: list[str] | None = None) -> int:
         rate=args.rate,
         keep_data=args.keep_data,
         txn_clients=args.txn_clients,
+        hosts=args.hosts,
     )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up the lab on SIGTERM
     started = time.monotonic()

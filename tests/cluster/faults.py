@@ -230,6 +230,7 @@ class NetnsCluster(LocalCluster):
             )
             for n in range(1, brokers + 1)
         ]
+        self.hosts = [broker.member for broker in self.brokers]
         for broker in self.brokers:  # beside the others, even for a data dir on a tmpfs
             broker.log_path = base / f"broker-{broker.node_id}.log"
 
