@@ -227,3 +227,41 @@ def test_a_broker_with_another_hosts_address_or_node_id_is_refused(
     assert {f"{b.host}:{b.port}" for b in described.brokers.values()} == {
         f"{h.address}:9092" for h in hosts.hosts
     }
+
+
+def test_a_fourth_host_joins_with_a_server_properties_alone(
+    hosts: LocalCluster, lab: HostLab, tmp_path: Path
+) -> None:
+    """What docs/deployment.md tells an operator to write on each machine."""
+    host = lab.add("h4", 4)
+    properties = tmp_path / "server.properties"
+    properties.write_text(
+        "node.id=4\n"
+        f"log.dirs={tmp_path / 'data'}\n"
+        f"listeners=PLAINTEXT://{host.address}:9092\n"
+        f"metadata.url={hosts.metadata}\n"
+    )
+    ready = tmp_path / "ready"
+    command = [sys.executable, "-m", "partita.cli.main", "broker", "--config", str(properties)]
+    with (tmp_path / "broker-4.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [*host.launcher, *command, "--ready-file", str(ready)], stdout=log, stderr=log
+        )
+    try:
+        until(lambda: ready.exists() and ready.read_text().strip(), 60, "broker 4 ready")
+        described = AdminClient({"bootstrap.servers": hosts.bootstrap}).list_topics(timeout=10)
+        assert described.brokers[4].host == host.address
+        assert (tmp_path / "data" / "meta.properties").exists()
+        admin = AdminClient({"bootstrap.servers": hosts.bootstrap})
+        admin.create_topics([NewTopic("four", 4, 4)])["four"].result(30)
+        until(
+            lambda: all(
+                sorted(e.isr_nodes) == [1, 2, 3, 4]
+                for e in layout(hosts.broker(1), "four").values()
+            ),
+            30,
+            "broker 4 in every ISR",
+        )
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0

@@ -18,8 +18,11 @@ def _parse_listen(value: str) -> tuple[str, int]:
 
 
 def run(
-    data_dir: Path = typer.Option(
-        ..., "--data-dir", help="Where partition logs and metadata live."
+    data_dir: Path | None = typer.Option(
+        None,
+        "--data-dir",
+        help="Where partition logs and metadata live (default: log.dirs, or log.dir, of "
+        "--config: one directory).",
     ),
     listen: str = typer.Option(
         "127.0.0.1:9092", "--listen", help="HOST:PORT to accept Kafka clients on (port 0: any)."
@@ -48,7 +51,8 @@ def run(
     metadata: str | None = typer.Option(
         None,
         "--metadata",
-        help="etcd://HOST:PORT[,HOST:PORT...][/PREFIX]: join the cluster whose metadata "
+        help="etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (or metadata.url in --config): "
+        "join the cluster whose metadata "
         "lives in etcd under PREFIX (default partita). Without it the broker runs alone, "
         "its metadata in the data directory.",
     ),
@@ -68,6 +72,10 @@ def run(
     A cluster: start each broker with its own --node-id and data directory and the same
     --metadata etcd://127.0.0.1:2379, e.g. --node-id 1 --set broker.rack=a; or let
     `partita cluster up --brokers 3` start etcd and the brokers for you.
+
+    On a host of its own a server.properties is enough (docs/deployment.md): node.id,
+    log.dirs, listeners, advertised.listeners and metadata.url=etcd://h1:2379,h2:2379,
+    h3:2379/partita; then: partita broker --config /etc/partita/server.properties
     """
     # Loaded here, not above: `partita broker --help` should not wait for the broker.
     from partita.errors import KafkaError  # noqa: PLC0415
@@ -88,6 +96,8 @@ def run(
         if node_id is not None:
             sources.append({"node.id": str(node_id)})
         config = BrokerConfig.from_sources(*sources)
+        data_dir = data_dir or _data_dir_of(config.values)
+        metadata = metadata or config.values.get(METADATA_KEY) or None
         if metadata is not None:
             _check_metadata_url(metadata)
         code = asyncio.run(
@@ -98,6 +108,27 @@ def run(
     except OSError as exc:
         raise fail(f"{exc.strerror or exc}: {listen}") from None
     raise typer.Exit(code)
+
+
+# The --metadata of a broker started with --config alone (Kafka has no such setting).
+METADATA_KEY = "metadata.url"
+
+
+def _data_dir_of(values: dict[str, str]) -> Path:
+    """The data directory server.properties names: Kafka's log.dirs (else log.dir)."""
+    listed = values.get("log.dirs") or values.get("log.dir") or ""
+    dirs = [d.strip() for d in listed.split(",") if d.strip()]
+    if not dirs:
+        raise typer.BadParameter(
+            "give --data-dir, or log.dirs in the --config file", param_hint="--data-dir"
+        )
+    if len(dirs) > 1:
+        raise typer.BadParameter(
+            f"log.dirs names {len(dirs)} directories; a partita broker keeps one "
+            "(use RAID or one broker per disk)",
+            param_hint="--config",
+        )
+    return Path(dirs[0])
 
 
 def _check_metadata_url(url: str) -> None:
