@@ -346,3 +346,50 @@ def test_start_and_delete_whatever_a_create_left(broker_factory: type[BrokerProc
     restart(broker)
     listed = partita("topic", "list", "-b", broker.bootstrap).stdout
     assert "more" in listed and "left" not in listed
+
+
+def _api_versions_seconds(bootstrap: str) -> float:
+    """One ApiVersions round trip on a new connection: how soon the broker answers."""
+    import socket  # noqa: PLC0415
+    import struct  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    host, _, port = bootstrap.rpartition(":")
+    started = time.monotonic()
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        body = struct.pack(">hhih", 18, 0, 1, 4) + b"ping"
+        sock.sendall(struct.pack(">i", len(body)) + body)
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        sock.recv(size, socket.MSG_WAITALL)
+    return time.monotonic() - started
+
+
+def test_creating_thousands_of_partitions_keeps_the_broker_answering(
+    broker_factory: type[BrokerProcess],
+) -> None:
+    """Opening 3,000 partitions takes the broker seconds; done in one go it held the
+    event loop all along (no request answered, no lease renewed in a cluster). It is
+    applied in slices now, and requests are answered in between."""
+    import threading  # noqa: PLC0415
+
+    broker = broker_factory({"max.broker.partitions": "5000"})
+    broker.start()
+    latencies: list[float] = []
+    done = threading.Event()
+
+    def probe() -> None:
+        while not done.is_set():
+            latencies.append(_api_versions_seconds(broker.bootstrap))
+            done.wait(0.05)
+
+    prober = threading.Thread(target=probe, daemon=True)
+    prober.start()
+    try:
+        created = partita("topic", "create", "many", "-p", "3000", "-b", broker.bootstrap)
+        assert created.returncode == 0, created.stderr
+        produce(broker.bootstrap, "many", [{"value": b"last", "partition": 2999}])
+    finally:
+        done.set()
+        prober.join(60)
+    assert len(list(broker.data_dir.glob("many-*"))) == 3000
+    assert max(latencies) < 1.0, f"the broker did not answer for {max(latencies):.1f} s"

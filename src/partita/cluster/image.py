@@ -56,6 +56,19 @@ class Changes:
     acls: bool = False  # a binding was created or deleted
     quotas: bool = False  # a client quota was set or removed
 
+    def merged(self, other: Changes) -> Changes:
+        """What this batch and a later one touched together."""
+        return Changes(
+            self.topics | other.topics,
+            self.partitions | other.partitions,
+            self.reconfigured | other.reconfigured,
+            self.deleted_topics | other.deleted_topics,
+            self.brokers or other.brokers,
+            self.controller or other.controller,
+            self.acls or other.acls,
+            self.quotas or other.quotas,
+        )
+
     def __bool__(self) -> bool:
         return bool(self.topics or self.deleted_topics or self.brokers or self.controller)
 

@@ -219,6 +219,7 @@ class Broker:
     async def leave_cluster(self, timeout_s: float) -> None:
         """Controlled shutdown, then stop following, then give up the lease."""
         await self.cluster.leave(timeout_s)
+        await self.replicas.stop_applying()
         if self.replicas.fetchers is not None:
             await self.replicas.fetchers.stop()
         await self.cluster.close()

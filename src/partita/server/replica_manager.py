@@ -16,9 +16,11 @@ topic's log config, whether the broker's lease can be trusted, the follower fetc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from partita.cluster.image import Changes
@@ -37,6 +39,11 @@ from partita.storage.config import LogConfig
 from partita.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
+
+# A change opening more of this broker's partitions than this is applied in slices of
+# SLICE_S, the event loop served between them (a new partition takes 1-2 ms to open).
+SYNC_LIMIT = 200
+SLICE_S = 0.05
 
 LeadershipListener = Callable[[Partition, bool], None]
 MarkerListener = Callable[[Partition, TxnMarker], None]
@@ -70,6 +77,9 @@ class ReplicaManager:
     _loaded: bool = field(default=False, init=False)
     _reporting_offline: bool = field(default=False, init=False)
     _unopened: set[tuple[str, int]] = field(default_factory=set, init=False)
+    # While a large change is applied in slices: what arrived meanwhile, applied next.
+    _pending: Changes | None = field(default=None, init=False)
+    _applier: asyncio.Task[None] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.store.subscribe(self._on_metadata)
@@ -114,17 +124,71 @@ class ReplicaManager:
     def _on_metadata(self, changes: Changes) -> None:
         if not self._loaded:
             return  # load() applies everything once the logs are up
+        if self._pending is not None:
+            self._pending = self._pending.merged(changes)  # after the change in progress
+            return
+        local = self._local(changes)
+        if len(local.leads) + len(local.follows) <= SYNC_LIMIT:
+            self._apply(local)
+            return
+        # Opening thousands of partitions takes seconds: in one go it would hold the
+        # event loop, and with it lease renewals (the broker would fence itself, and the
+        # controller move its leaderships) and every client.
+        self._pending = Changes()
+        self._applier = asyncio.get_running_loop().create_task(
+            self._apply_in_slices(local), name="apply-metadata"
+        )
+
+    def _local(self, changes: Changes) -> LocalChanges:
         if self._unopened:
             # Replicas whose log could not be opened are tried again at every change.
             changes = replace(changes, partitions=changes.partitions | self._unopened)
-        self._apply(local_changes(changes, self.store.topics, self.node_id, self.partitions))
+        return local_changes(changes, self.store.topics, self.node_id, self.partitions)
+
+    async def _apply_in_slices(self, local: LocalChanges) -> None:
+        """Apply ``local``, then whatever came meanwhile, yielding to the event loop
+        every ``SLICE_S``; changes stay in order."""
+        try:
+            while True:
+                last = time.monotonic()
+                for _ in self._apply_steps(local):
+                    if time.monotonic() - last > SLICE_S:
+                        await asyncio.sleep(0)
+                        last = time.monotonic()
+                assert self._pending is not None
+                later, self._pending = self._pending, Changes()
+                if not (later.partitions or later.deleted_topics or later.reconfigured):
+                    return
+                local = self._local(later)
+        except Exception:
+            log.exception("metadata change not applied; the next change tries again")
+        finally:
+            self._pending = None
+
+    async def stop_applying(self) -> None:
+        """Stop a change being applied in slices (the broker is stopping)."""
+        if self._applier is not None and not self._applier.done():
+            self._applier.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._applier
 
     def _apply(self, local: LocalChanges) -> None:
+        for _ in self._apply_steps(local):
+            pass
+
+    def _apply_steps(self, local: LocalChanges) -> Iterator[None]:
+        """Apply ``local``, one partition per step. Each takes the partition's state as
+        the image has it now: applied in slices, the change may be older than the image
+        (a newer one for the same partition then follows)."""
         for name in local.deleted_topics:
             self._drop_topic(name)
         for topic, index in sorted(local.lost):
             self._drop_partition(topic, index)
-        for (topic, index), state in sorted([*local.leads.items(), *local.follows.items()]):
+        for (topic, index), noted in sorted([*local.leads.items(), *local.follows.items()]):
+            record = self.store.topics.get(topic)
+            state = record.partitions.get(index, noted) if record is not None else None
+            if state is None or self.node_id not in state.replicas:
+                continue  # gone since: the change that took it follows
             try:
                 self._apply_state(topic, index, state)
             except Exception:
@@ -132,6 +196,7 @@ class ReplicaManager:
                 log.exception(
                     "partition state not applied", extra={"partition": f"{topic}-{index}"}
                 )
+            yield
         if local.reconfigured:
             configs = {name: self.log_config(name) for name in local.reconfigured}
             for (topic, _index), partition in self.partitions.items():
