@@ -23,13 +23,24 @@ class CheckpointCorruptError(KafkaStorageError):
     """A checkpoint file cannot be parsed; its caller falls back to a full scan."""
 
 
-def write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, content: str | bytes, *, sync_directory: bool = True) -> None:
+    """Write ``content`` to a temp file, fsync it, rename it over ``path``; with
+    ``sync_directory``, fsync the directory too, so that the rename survives a crash (a
+    file that may be lost, such as a producer snapshot, skips that second fsync). A
+    failure leaves ``path`` as it was and no temp file."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    data = content.encode() if isinstance(content, str) else content
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+    if not sync_directory:
+        return
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

@@ -586,8 +586,16 @@ class PartitionLog:
     def _snapshot_producers(self, offset: int) -> None:
         """The producer state of every batch below ``offset``, which is the log end: a
         roll happens before the batches that caused it are written, and the partition
-        has seen every batch before them."""
-        if self.producer_state is None:
+        has seen every batch before them. Written only where it spares a load work: not
+        where one stands already (the state below an offset is fixed by the batches below
+        it; a truncation or a restart of the log deletes what it outdates), nor for a log
+        with no batches and no producers. Each costs an fsync, and a broker stopping with
+        thousands of partitions would otherwise pay one per partition at every stop (as
+        Kafka, which writes one only when the state moved since the last)."""
+        if self.producer_state is None or offset in self.snapshots:
+            return
+        entries = self.producer_state()
+        if not entries and offset == self._segments[0].base_offset:
             return
         # A load trusts the .txnindex files of the batches before the snapshot: each
         # must be on disk first (one a full disk refused is written again here).
@@ -597,22 +605,7 @@ class PartitionLog:
                 extra={"partition": self.name, "offset": offset},
             )
             return
-        self.snapshots.write(offset, self.producer_state())
-
-    def _close_snapshot_helps(self) -> bool:
-        """Whether a snapshot at the log end would spare the next load any work. Not
-        when one is there already (the state below an offset is fixed by the batches
-        below it, and a truncation or a restart of the log deletes what it outdates),
-        nor for a log with no batches and no producers (nothing to replay). Each
-        snapshot costs an fsync, and a broker stopping with thousands of partitions
-        would otherwise pay one per partition at every stop (as Kafka, which writes
-        one only when the state moved since the last)."""
-        offset = self.log_end_offset
-        if offset in self.snapshots.offsets:
-            return False
-        if self.producer_state is None:
-            return False
-        return offset > self._segments[0].base_offset or bool(self.producer_state())
+        self.snapshots.write(offset, entries)
 
     def producer_snapshot(self) -> tuple[int, list[ProducerSnapshotEntry]] | None:
         """The newest snapshot a load can start from (offset, entries): at or below the
@@ -990,7 +983,7 @@ class PartitionLog:
         A log that is online first snapshots its producers at the log end, so that the
         next load replays nothing."""
         with self._lock:
-            if self.offline_reason is None and self._close_snapshot_helps():
+            if self.offline_reason is None:
                 self._snapshot_producers(self.log_end_offset)
             errors: list[str] = []
             for segment in self._segments:

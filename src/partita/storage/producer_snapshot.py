@@ -25,12 +25,13 @@ costs a longer replay, so failures to write one are logged, not raised. Kafka's
 from __future__ import annotations
 
 import logging
-import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 import crc32c
+
+from partita.storage.checkpoint import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -104,19 +105,17 @@ class ProducerSnapshots:
     def offsets(self) -> list[int]:
         return list(self._offsets)
 
+    def __contains__(self, offset: int) -> bool:
+        return offset in self._offsets
+
     def write(self, offset: int, entries: list[ProducerSnapshotEntry]) -> bool:
         """Write the snapshot at ``offset`` (temp file, fsync, rename); False, logged, if
         the disk refused: the state is still in the log."""
         path = snapshot_path(self.directory, offset)
-        tmp = path.with_name(path.name + ".tmp")
         try:
-            with open(tmp, "wb") as out:
-                out.write(encode(entries))
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
+            # No directory fsync: a snapshot lost in a crash costs a longer replay.
+            write_atomically(path, encode(entries), sync_directory=False)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             log.warning(
                 "producer snapshot not written; loading replays the log further back",
                 extra={"file": str(path), "error": str(exc)},
