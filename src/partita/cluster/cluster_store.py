@@ -50,6 +50,7 @@ from partita.cluster.layout import (
     Layout,
     QuotaEntity,
     TopicRecord,
+    advertised,
     decode_producer_ids,
     encode_acl,
     encode_broker,
@@ -242,11 +243,10 @@ class ClusterMetadataStore:
     ) -> None:
         """Register as ``starting`` on a new lease; refuse if the node id is taken, or an
         address we would advertise is another live broker's."""
-        ours = {(h, p) for _name, h, p in endpoints} or {(host, port)}
+        ours = advertised(host, port, endpoints)
         for other in self.image.brokers.values():
-            theirs = {(h, p) for _name, h, p in other.endpoints} or {(other.host, other.port)}
-            if other.node_id != self.node_id and ours & theirs:
-                h, p = sorted(ours & theirs)[0]
+            if other.node_id != self.node_id and ours & other.addresses:
+                h, p = sorted(ours & other.addresses)[0]
                 raise AddressInUseError(
                     f"{h}:{p} is advertised by live broker {other.node_id}; give this broker "
                     f"its own host's address (listeners, advertised.listeners)"
@@ -319,11 +319,14 @@ class ClusterMetadataStore:
         return self.clock() < self.trusted_until
 
     def lease_state(self) -> LeaseState:
-        now = self.clock()
-        if now < self.trusted_until:
+        if self.lease_trusted():
             return LeaseState.TRUSTED
         seen = self.leaderless_since
-        if seen is not None and now - seen < self._quorum_evidence_s and not self._standing_still():
+        if (
+            seen is not None
+            and self.clock() - seen < self._quorum_evidence_s
+            and not self._standing_still()
+        ):
             return LeaseState.QUORUM_LOST
         return LeaseState.LAPSED
 

@@ -50,6 +50,14 @@ class BadValueError(ValueError):
     """A metadata value that does not follow the layout."""
 
 
+def advertised(
+    host: str, port: int, endpoints: tuple[tuple[str, str, int], ...]
+) -> set[tuple[str, int]]:
+    """Every (host, port) a broker advertises, on any listener (a registration without
+    endpoints has one listener, at host:port)."""
+    return {(h, p) for _name, h, p in endpoints} or {(host, port)}
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerRegistration:
     node_id: int
@@ -67,6 +75,10 @@ class BrokerRegistration:
     @property
     def electable(self) -> bool:
         return self.state == "running"
+
+    @property
+    def addresses(self) -> set[tuple[str, int]]:
+        return advertised(self.host, self.port, self.endpoints)
 
 
 @dataclass(frozen=True, slots=True)
