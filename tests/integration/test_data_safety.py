@@ -393,3 +393,27 @@ def test_creating_thousands_of_partitions_keeps_the_broker_answering(
         prober.join(60)
     assert len(list(broker.data_dir.glob("many-*"))) == 3000
     assert max(latencies) < 1.0, f"the broker did not answer for {max(latencies):.1f} s"
+
+
+def test_a_topic_deleted_while_its_partitions_are_still_being_opened_is_gone(
+    broker_factory: type[BrokerProcess],
+) -> None:
+    """The delete arrives while the create is applied in slices: it waits its turn, and
+    the partitions opened meanwhile go with the topic; none is opened after it."""
+    import time  # noqa: PLC0415
+
+    broker = broker_factory({"max.broker.partitions": "5000"})
+    broker.start()
+    created = partita("topic", "create", "brief", "-p", "3000", "-b", broker.bootstrap)
+    assert created.returncode == 0, created.stderr
+    assert len(list(broker.data_dir.glob("brief-*"))) < 3000  # still being opened
+    deleted = partita("topic", "delete", "brief", "-b", broker.bootstrap)
+    assert deleted.returncode == 0, deleted.stderr
+    deadline = time.monotonic() + 60
+    while list(broker.data_dir.glob("brief-*")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not list(broker.data_dir.glob("brief-*"))
+    time.sleep(1)  # nothing opened after the delete
+    assert not list(broker.data_dir.glob("brief-*"))
+    assert "brief" not in partita("topic", "list", "-b", broker.bootstrap).stdout
+    assert "error" not in broker.logs().lower()

@@ -77,8 +77,10 @@ class ReplicaManager:
     _loaded: bool = field(default=False, init=False)
     _reporting_offline: bool = field(default=False, init=False)
     _unopened: set[tuple[str, int]] = field(default_factory=set, init=False)
-    # While a large change is applied in slices: what arrived meanwhile, applied next.
-    _pending: Changes | None = field(default=None, init=False)
+    # Changes not applied yet: while a large one is applied in slices, what arrives
+    # meanwhile waits here, to be applied next (or with the next change, should the
+    # applier fail).
+    _pending: Changes = field(default_factory=Changes, init=False)
     _applier: asyncio.Task[None] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -124,22 +126,22 @@ class ReplicaManager:
     def _on_metadata(self, changes: Changes) -> None:
         if not self._loaded:
             return  # load() applies everything once the logs are up
-        if self._pending is not None:
-            self._pending = self._pending.merged(changes)  # after the change in progress
-            return
-        local = self._local(changes)
+        self._pending = self._pending.merged(changes)
+        if self._applier is not None and not self._applier.done():
+            return  # applied after the change in progress, in order
+        local = self._take_pending()
         if len(local.leads) + len(local.follows) <= SYNC_LIMIT:
             self._apply(local)
             return
         # Opening thousands of partitions takes seconds: in one go it would hold the
         # event loop, and with it lease renewals (the broker would fence itself, and the
         # controller move its leaderships) and every client.
-        self._pending = Changes()
         self._applier = asyncio.get_running_loop().create_task(
             self._apply_in_slices(local), name="apply-metadata"
         )
 
-    def _local(self, changes: Changes) -> LocalChanges:
+    def _take_pending(self) -> LocalChanges:
+        changes, self._pending = self._pending, Changes()
         if self._unopened:
             # Replicas whose log could not be opened are tried again at every change.
             changes = replace(changes, partitions=changes.partitions | self._unopened)
@@ -155,15 +157,12 @@ class ReplicaManager:
                     if time.monotonic() - last > SLICE_S:
                         await asyncio.sleep(0)
                         last = time.monotonic()
-                assert self._pending is not None
-                later, self._pending = self._pending, Changes()
-                if not (later.partitions or later.deleted_topics or later.reconfigured):
+                if not (self._pending.partitions or self._pending.deleted_topics
+                        or self._pending.reconfigured):  # fmt: skip
                     return
-                local = self._local(later)
+                local = self._take_pending()
         except Exception:
             log.exception("metadata change not applied; the next change tries again")
-        finally:
-            self._pending = None
 
     async def stop_applying(self) -> None:
         """Stop a change being applied in slices (the broker is stopping)."""
