@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -159,3 +160,59 @@ def test_a_secure_cluster_and_the_security_commands(tmp_path: Path) -> None:
             up.send_signal(signal.SIGTERM)
             code = up.wait(60)
         assert code == 0, out.read_text()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+def test_cluster_up_on_hosts_runs_the_printed_client_command_and_leaves_no_host(
+    tmp_path: Path,
+) -> None:
+    """`cluster up --hosts`: three hosts with a broker and an etcd member each, the
+    client command it prints works from the client host, and SIGTERM takes every host
+    down with the cluster."""
+    out = tmp_path / "up.out"
+    with out.open("w") as sink:
+        up = subprocess.Popen(
+            [sys.executable, "-m", "partita.cli.main", "cluster", "up", "--hosts",
+             "--data-dir", str(tmp_path / "c")],
+            stdout=sink, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while "Ctrl-C stops" not in out.read_text():
+                assert up.poll() is None, out.read_text()
+                assert time.monotonic() < deadline, out.read_text()
+                time.sleep(0.1)
+            text = out.read_text()
+            metadata = re.search(r"metadata\s+etcd://(\S+)/partita", text)
+            assert metadata, text
+            members = metadata.group(1).split(",")
+            assert len(members) == 3 and all(m.startswith("10.213.") for m in members), text
+            command = re.search(r"^\s+(ip netns exec \S+ kcat -b \S+ -L)$", text, re.M)
+            assert command, text
+            netns = command.group(1).split()[3]
+            listed = subprocess.run(
+                command.group(1).split(), capture_output=True, text=True, timeout=30, check=False
+            )
+            assert listed.returncode == 0, listed.stderr
+            brokers = re.findall(r"broker \d at (\S+)", listed.stdout)
+            assert sorted(brokers) == sorted(f"{m.split(':')[0]}:9092" for m in members)
+            assert "127.0.0.1" not in listed.stdout
+        finally:
+            up.send_signal(signal.SIGTERM)
+            code = up.wait(60)
+        assert code == 0, out.read_text()
+        namespaces = subprocess.run(
+            ["ip", "netns", "list"], capture_output=True, text=True, timeout=20, check=True
+        ).stdout
+        prefix = netns.rsplit("-", 1)[0] + "-"
+        assert prefix not in namespaces, namespaces
+    refused = _partita("cluster", "up", "--hosts", "--brokers", "2", "--etcd-members", "3",
+                       "--data-dir", str(tmp_path / "r"))  # fmt: skip
+    assert refused.returncode == 1
+    assert refused.stderr.strip().endswith("3 etcd members need as many hosts: 2"), refused.stderr
+    assert (
+        prefix
+        not in subprocess.run(
+            ["ip", "netns", "list"], capture_output=True, text=True, timeout=20, check=True
+        ).stdout
+    )

@@ -16,6 +16,8 @@ from partita.cli.common import bootstrap_option, client_settings, fail, run_clie
 
 if TYPE_CHECKING:
     from partita.client.admin import AsyncAdmin, ClusterDescription, TopicDescription
+    from partita.local.cluster import LocalCluster
+    from partita.local.hosts import Host
     from partita.local.secure import SecureSetup
 
 app = typer.Typer(
@@ -78,7 +80,7 @@ def up(
     or, as three machines would: sudo partita cluster up --hosts
     then: partita -b <bootstrap> topic create orders -p 6 -r 3
     """
-    from partita.local.cluster import ClusterStartError, LocalCluster  # noqa: PLC0415
+    from partita.local.cluster import LocalCluster  # noqa: PLC0415
     from partita.local.hosts import HostLab, HostLabError  # noqa: PLC0415
 
     extra: dict[str, str] = {}
@@ -98,41 +100,47 @@ def up(
         raise fail("--etcd uses a running etcd; --etcd-members starts one: give one of them")
     if etcd_members is None:
         etcd_members = 3 if hosts and brokers >= 3 else 1
-    if hosts and etcd_members > brokers:
-        raise fail(f"--etcd-members {etcd_members} needs as many hosts; --brokers is {brokers}")
-    lab = None
-    if hosts:
+    with contextlib.ExitStack() as cleanup:
         try:
-            lab = HostLab()
-        except HostLabError as exc:
-            raise fail(f"--hosts: {exc}") from None
-    try:
-        cluster = LocalCluster(
-            data_dir.resolve(),
-            brokers,
-            rack_list,
-            etcd or None,
-            extra,
-            etcd_members=etcd_members,
-            lab=lab,
-        )
-        client_host = lab.add("client", 200) if lab is not None else None
-    except HostLabError as exc:
-        if lab is not None:
-            lab.close()
-        raise fail(f"--hosts: {exc}") from None
+            lab = HostLab() if hosts else None
+            if lab is not None:
+                cleanup.callback(lab.close)
+            cluster = LocalCluster(
+                data_dir.resolve(),
+                brokers,
+                rack_list,
+                etcd or None,
+                extra,
+                etcd_members=etcd_members,
+                lab=lab,
+            )
+            client_host = lab.add("client", 200) if lab is not None else None
+        except (HostLabError, ValueError) as exc:
+            raise fail(f"--hosts: {exc}" if hosts else str(exc)) from None
+        _run_cluster(cluster, client_host, setup, etcd_members, data_dir)
+
+
+def _run_cluster(
+    cluster: LocalCluster,
+    client_host: Host | None,
+    setup: SecureSetup | None,
+    etcd_members: int,
+    data_dir: Path,
+) -> None:
+    """Start ``cluster``, say how to reach it, and run it until a signal or a broker's
+    exit; stopped cleanly in every case."""
+    from partita.local.cluster import ClusterStartError  # noqa: PLC0415
+
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     console = stdout_console()
     try:
         members = f"{etcd_members} etcd members" if etcd_members > 1 else "etcd"
-        with console.status(f"starting {members} and {brokers} brokers..."):
+        with console.status(f"starting {members} and {len(cluster.brokers)} brokers..."):
             cluster.start()
     except ClusterStartError as exc:
         cluster.kill()
-        if lab is not None:
-            lab.close()
         raise fail(str(exc).splitlines()[0]) from None
     try:
         security = setup.client_settings if setup is not None else client_settings()
@@ -162,8 +170,6 @@ def up(
     finally:
         with console.status("stopping (controlled shutdown)..."):
             cluster.stop()
-            if lab is not None:
-                lab.close()
         console.print("stopped")
 
 

@@ -19,6 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,24 @@ def _tail(path: Path, lines: int = 30) -> str:
     if not path.exists():
         return ""
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _wait_for(
+    proc: subprocess.Popen[bytes],
+    condition: Callable[[], bool],
+    timeout: float,
+    what: str,
+    logs: Callable[[], str],
+) -> None:
+    """Until ``condition`` holds; ClusterStartError, quoting ``logs``, if ``proc`` exits
+    first or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc.poll() is not None:
+            raise ClusterStartError(f"{what} exited with {proc.returncode}:\n{logs()}")
+        if time.monotonic() > deadline:
+            raise ClusterStartError(f"{what} not ready after {timeout}s:\n{logs()}")
+        time.sleep(0.05)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,13 +174,7 @@ class EtcdProcess:
         """Until the member answers healthy: it has a leader (a member of several waits
         for a quorum of them to run)."""
         assert self.proc is not None
-        deadline = time.monotonic() + timeout
-        while not self.healthy():
-            if self.proc.poll() is not None:
-                raise ClusterStartError(f"etcd exited with {self.proc.returncode}:\n{self.logs()}")
-            if time.monotonic() > deadline:
-                raise ClusterStartError(f"etcd not healthy after {timeout}s:\n{self.logs()}")
-            time.sleep(0.05)
+        _wait_for(self.proc, self.healthy, timeout, "etcd", self.logs)
 
     def healthy(self) -> bool:
         context = None
@@ -357,17 +370,13 @@ class BrokerNode:
 
     def wait_ready(self, ready: Path, timeout: float) -> None:
         assert self.proc is not None
-        deadline = time.monotonic() + timeout
-        while not ready.exists() or not ready.read_text().strip():
-            if self.proc.poll() is not None:
-                raise ClusterStartError(
-                    f"broker {self.node_id} exited with {self.proc.returncode}:\n{self.logs()}"
-                )
-            if time.monotonic() > deadline:
-                raise ClusterStartError(
-                    f"broker {self.node_id} not ready after {timeout}s:\n{self.logs()}"
-                )
-            time.sleep(0.05)
+        _wait_for(
+            self.proc,
+            lambda: ready.exists() and bool(ready.read_text().strip()),
+            timeout,
+            f"broker {self.node_id}",
+            self.logs,
+        )
         first, *named = ready.read_text().splitlines()
         self.port = int(first.rpartition(":")[2])
         for line in named:
