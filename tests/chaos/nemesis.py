@@ -181,22 +181,28 @@ class Nemesis:
 
     def etcd_member(self) -> None:
         victim = self.rng.choice(self._etcd_members())
-        self._fault("etcd-member", "start", victim.name, "kill -9")
-        victim.kill()
-        self._sleep(2, 5)
-        victim.start(wait=False)
-        victim.wait_healthy(30)
-        self._fault("etcd-member", "heal", victim.name, "restarted")
+        self._member_down("etcd-member", victim, "kill -9", victim.kill, (2, 5))
 
     def etcd_leader(self) -> None:
         assert self.cluster.etcd_cluster is not None
         victim = until(self.cluster.etcd_cluster.leader, 15, "an etcd leader")
-        self._fault("etcd-leader", "start", victim.name, "SIGTERM of the leader")
-        victim.stop()
-        self._sleep(1, 3)
+        self._member_down("etcd-leader", victim, "SIGTERM of the leader", victim.stop, (1, 3))
+
+    def _member_down(
+        self,
+        kind: str,
+        victim: EtcdProcess,
+        how: str,
+        take_down: Callable[[], None],
+        down_for: tuple[float, float],
+    ) -> None:
+        """One etcd member down for a while, then back in the quorum."""
+        self._fault(kind, "start", victim.name, how)
+        take_down()
+        self._sleep(*down_for)
         victim.start(wait=False)
         victim.wait_healthy(30)
-        self._fault("etcd-leader", "heal", victim.name, "restarted")
+        self._fault(kind, "heal", victim.name, "restarted")
 
     def partition(self) -> None:
         if self.rng.random() < 0.5:

@@ -93,6 +93,15 @@ def _busy_log(partition: Partition) -> None:
     partition.append(_batch(7, 4))  # 12-13
 
 
+def _busy_and_closed(open_manager: OpenManager, data_dir: Path) -> tuple[Path, tuple[object, ...]]:
+    """A busy log closed cleanly: its directory and the state a load must find."""
+    partition = _open(open_manager, data_dir)
+    _busy_log(partition)
+    expected = _state(partition)
+    partition.log.close()
+    return partition.log.directory, expected
+
+
 def test_the_file_is_kafkas_layout() -> None:
     entries = [
         ProducerSnapshotEntry(7, 0, 5, 13, 1, 5_005, -1, -1),
@@ -239,11 +248,7 @@ def test_an_unreadable_or_stray_snapshot_is_deleted_and_the_load_replays_further
     open_manager: OpenManager, tmp_path: Path
 ) -> None:
     data_dir = tmp_path / "data"
-    partition = _open(open_manager, data_dir)
-    _busy_log(partition)
-    expected = _state(partition)
-    partition.log.close()
-    directory = partition.log.directory
+    directory, expected = _busy_and_closed(open_manager, data_dir)
     (directory / f"{14:020d}.snapshot").write_bytes(b"\x00\x01garbage")  # torn by a crash
     (directory / f"{99:020d}.snapshot").write_bytes(encode([]))  # past the log end
     reloaded = _open(open_manager, data_dir)
@@ -282,11 +287,8 @@ def test_a_corrupt_txnindex_before_the_snapshot_makes_the_load_replay_everything
     open_manager: OpenManager, tmp_path: Path
 ) -> None:
     data_dir = tmp_path / "data"
-    partition = _open(open_manager, data_dir)
-    _busy_log(partition)
-    expected = _state(partition)
-    partition.log.close()
-    (index,) = partition.log.directory.glob("*.txnindex")  # the ABORT at 9's
+    directory, expected = _busy_and_closed(open_manager, data_dir)
+    (index,) = directory.glob("*.txnindex")  # the ABORT at 9's
     index.write_bytes(index.read_bytes()[:-3])  # not whole entries
     reloaded = _open(open_manager, data_dir)
     assert _state(reloaded) == expected  # rewritten from the log
