@@ -223,8 +223,8 @@ class ClusterMetadataStore:
             async with asyncio.timeout(timeout), self._applied:
                 await self._applied.wait_for(lambda: self.image.revision >= revision)
         except TimeoutError:
-            # Applying a large change (thousands of new partitions) holds the event loop
-            # past the deadline; the timeout then fires before the wake-up is seen.
+            # A loop held past the deadline (a long apply, a loaded machine) runs the
+            # timeout before the wake-up: the image, not the clock, says if we waited.
             if self.image.revision < revision:
                 raise
 
