@@ -99,7 +99,8 @@ Records = dict[int, list[tuple[int, bytes]]]
 def watermarks(consumer: Consumer, tp: TopicPartition, timeout: float = 20) -> tuple[int, int]:
     """(log start, high watermark) of ``tp``, asked again while the answer is a retriable
     error: a leader just elected answers OFFSET_NOT_AVAILABLE until its high watermark has
-    caught up (Kafka's rule), and librdkafka hands that straight to the caller."""
+    caught up (Kafka's rule), and librdkafka hands that straight to the caller -- without
+    marking it retriable, although Kafka's own clients retry it (RetriableException)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -108,7 +109,9 @@ def watermarks(consumer: Consumer, tp: TopicPartition, timeout: float = 20) -> t
             )
             return int(low), int(high)
         except KafkaException as exc:
-            if not exc.args[0].retriable() or time.monotonic() > deadline:
+            error = exc.args[0]
+            again = error.retriable() or error.code() == KafkaError.OFFSET_NOT_AVAILABLE
+            if not again or time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
 
