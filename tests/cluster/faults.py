@@ -96,11 +96,27 @@ def producing(
 Records = dict[int, list[tuple[int, bytes]]]
 
 
+# ListOffsets errors Kafka's protocol marks retriable, which librdkafka hands to the
+# caller of get_watermark_offsets unmarked: a leader just elected (OFFSET_NOT_AVAILABLE
+# until its high watermark caught up), leadership moving, or a broker come back with an
+# old view of who leads (NOT_LEADER until its image catches up).
+RETRIABLE_LIST_OFFSETS = frozenset(
+    {
+        KafkaError.OFFSET_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+    }
+)
+
+
 def watermarks(consumer: Consumer, tp: TopicPartition, timeout: float = 20) -> tuple[int, int]:
     """(log start, high watermark) of ``tp``, asked again while the answer is a retriable
     error: a leader just elected answers OFFSET_NOT_AVAILABLE until its high watermark has
     caught up (Kafka's rule), and librdkafka hands that straight to the caller -- without
-    marking it retriable, although Kafka's own clients retry it (RetriableException)."""
+    marking it retriable, although Kafka's own clients retry it (RetriableException), as
+    the others of ``RETRIABLE_LIST_OFFSETS``."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -110,7 +126,7 @@ def watermarks(consumer: Consumer, tp: TopicPartition, timeout: float = 20) -> t
             return int(low), int(high)
         except KafkaException as exc:
             error = exc.args[0]
-            again = error.retriable() or error.code() == KafkaError.OFFSET_NOT_AVAILABLE
+            again = error.retriable() or error.code() in RETRIABLE_LIST_OFFSETS
             if not again or time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
