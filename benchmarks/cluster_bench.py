@@ -1,7 +1,7 @@
 """Cluster benchmark: what replication costs, and how long a leader's failure stops writes.
 
     .venv/bin/python benchmarks/cluster_bench.py [--records N] [--size BYTES]
-        [--rate MSGS] [--seconds S] [--rounds R] [--dir DIR] [--kafka]
+        [--rate MSGS] [--seconds S] [--rounds R] [--dir DIR] [--hosts] [--kafka]
 
 All in one run, on this machine (brokers, etcd and the client share its cores):
 
@@ -16,7 +16,10 @@ All in one run, on this machine (brokers, etcd and the client share its cores):
    the signal to the first acknowledgement of a record produced after it. Kafka's KRaft
    defaults take ~9 s for kill -9 (broker.session.timeout.ms=9000); partita's default
    session is 3 s.
-4. with --kafka, the same acks=all RF3 throughput, broker CPU, latency and failover gaps
+4. with --hosts, the same acks=all RF3 throughput, CPU, latency and failover gaps for the
+   3-broker cluster on three hosts (network namespaces, each with a member of a 3-member
+   etcd quorum: the production layout of docs/deployment.md), beside the loopback one;
+5. with --kafka, the same acks=all RF3 throughput, broker CPU, latency and failover gaps
    for a 3-node Apache Kafka (KRaft, default settings but min.insync.replicas=2, jars from
    scripts/kafka_jars.sh) beside the partita cluster, in the same run.
 """
@@ -33,7 +36,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -163,7 +166,7 @@ class Cluster3:
     restart: Callable[[int], None]
 
 
-def partita_cluster(cluster: LocalCluster) -> Cluster3:
+def partita_cluster(cluster: LocalCluster, name: str = "partita") -> Cluster3:
     def terminate(node: int) -> None:
         broker = cluster.broker(node)
         broker.signal(signal.SIGTERM)
@@ -171,7 +174,7 @@ def partita_cluster(cluster: LocalCluster) -> Cluster3:
             broker.proc.wait(60)
 
     return Cluster3(
-        "partita",
+        name,
         cluster.bootstrap,
         lambda: [b.proc.pid for b in cluster.brokers if b.proc and b.alive],
         lambda node: cluster.broker(node).kill(),
@@ -264,6 +267,26 @@ def start_kafka(workdir: Path) -> Any:
         yield kafka
 
 
+@contextlib.contextmanager
+def on_hosts(workdir: Path) -> Iterator[LocalCluster]:
+    """The same cluster with each broker on a host of its own (a network namespace with
+    its own address on a private bridge) beside a member of a 3-member etcd quorum: the
+    deployment docs/deployment.md describes. Replication and etcd traffic cross veth
+    pairs and a bridge instead of loopback."""
+    from partita.local.hosts import HostLab  # noqa: PLC0415
+
+    lab = HostLab()
+    cluster = LocalCluster(
+        workdir / "hosts", 3, etcd_members=3, lab=lab, settings={"min.insync.replicas": "2"}
+    )
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        lab.close()
+
+
 def compare_clusters(targets: list[Cluster3], args: argparse.Namespace) -> None:
     """acks=all RF3 throughput, CPU and latency, then failover gaps, per cluster."""
     rows = []
@@ -292,8 +315,11 @@ def compare_clusters(targets: list[Cluster3], args: argparse.Namespace) -> None:
             f"{pct(lat, 0.99) * 1000:7.1f} {statistics.median(gaps['kill']):14.2f} "
             f"{statistics.median(gaps['term']):14.2f}" + (f"  errors {errors}" if errors else "")
         )
-    if len(rows) == 2:
-        print(f"partita/kafka throughput ratio {rows[0][1] / rows[1][1]:.2f}")
+    for name, rate, _cpu, lat, _gaps, _errors in rows[1:]:
+        print(
+            f"{name} / {rows[0][0]}: throughput {rate / rows[0][1]:.2f}, "
+            f"p99 {pct(lat, 0.99) / pct(rows[0][3], 0.99):.2f}"
+        )
     print("targets: p99 <= 20 ms at the paced rate; kill -9 gap <= 5 s; SIGTERM gap <= 1 s")
 
 
@@ -310,6 +336,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument(
+        "--hosts",
+        action="store_true",
+        help="also run the 3 brokers on 3 hosts (network namespaces, root only), each "
+        "beside a member of a 3-member etcd quorum, side by side with the loopback cluster",
+    )
     parser.add_argument(
         "--kafka",
         action="store_true",
@@ -368,6 +400,8 @@ def main() -> None:
 
         targets = [partita_cluster(cluster)]
         with contextlib.ExitStack() as stack:
+            if args.hosts:
+                targets.append(partita_cluster(stack.enter_context(on_hosts(workdir)), "3 hosts"))
             if args.kafka:
                 targets.append(kafka_cluster(stack.enter_context(start_kafka(workdir))))
             compare_clusters(targets, args)

@@ -3,9 +3,12 @@ left by an earlier topic of the same name is never taken for the new topic's rep
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from partita.storage.log_manager import LogManager
 from partita.storage.partition_metadata import (
@@ -57,3 +60,44 @@ def test_a_directory_of_an_earlier_topic_is_stray(
     assert read_topic_id(fresh.directory) == second
     assert sorted(p.name for p in data.iterdir() if p.is_dir()) == ["t-0"]  # the old one is gone
     assert manager.get_or_create("t", 0, second) is fresh
+
+
+def test_a_new_partitions_id_is_made_durable_at_the_next_checkpoint(
+    open_manager: OpenManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Creating thousands of partitions must not cost two fsyncs each on the event loop;
+    # Kafka flushes partition.metadata asynchronously too. The checkpoint (in the
+    # maintenance thread) syncs the file and its directory.
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    manager = open_manager()
+    logs = [manager.get_or_create("t", index, uuid.uuid4()) for index in range(3)]
+    assert synced == []
+    manager.checkpoint()
+    for log in logs:
+        assert str(log.directory / PARTITION_METADATA) in synced
+        assert str(log.directory) in synced
+    synced.clear()
+    manager.checkpoint()
+    assert not [path for path in synced if path.endswith(PARTITION_METADATA)]  # once only
+
+
+def test_a_topic_id_lost_in_a_crash_reads_as_none_and_the_directory_is_adopted(
+    tmp_path: Path, open_manager: OpenManager
+) -> None:
+    # A crash before the checkpoint may leave the renamed file empty (its data never
+    # written back): the directory is then one with no id yet, adopted and given it.
+    data = tmp_path / "data"
+    topic_id = uuid.uuid4()
+    log = open_manager(data_dir=data).get_or_create("t", 0, topic_id)
+    log.append_as_leader(make_batch(2), leader_epoch=0)
+    (log.directory / PARTITION_METADATA).write_bytes(b"")
+    assert read_topic_id(log.directory) is None
+    reopened = open_manager(data_dir=data).get_or_create("t", 0, topic_id)
+    assert reopened.log_end_offset == 2 and read_topic_id(reopened.directory) == topic_id

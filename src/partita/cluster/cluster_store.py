@@ -61,6 +61,7 @@ from partita.cluster.layout import (
     encode_scram_credential,
     encode_topic,
 )
+from partita.cluster.loop_thread import LoopThread
 from partita.cluster.model import BrokerInfo, PartitionState, TopicState
 from partita.cluster.store import Listener
 from partita.errors import (
@@ -131,6 +132,7 @@ class ClusterMetadataStore:
         self._listeners: list[Listener] = []
         self._applied = asyncio.Condition()
         self._tasks: list[asyncio.Task[None]] = []
+        self._renewal_threads: list[LoopThread] = []
         self._producer_ids = (0, 0)  # [next, end) of the block this broker holds
         self._registration: tuple[str, int, str | None, tuple[tuple[str, str, int], ...]] | None = (
             None
@@ -276,7 +278,7 @@ class ClusterMetadataStore:
         self.trusted_until = sent + self.ttl
         self._registration = (host, port, rack, endpoints)
         self._state = "starting"
-        self._tasks.append(asyncio.create_task(self._keep_alive(), name="lease-keepalive"))
+        self._start_renewals(self.lease)
         if self._probing is None:
             self._probing = asyncio.create_task(self._probe_quorum(), name="quorum-probe")
             self._last_tick = self.clock()
@@ -380,7 +382,45 @@ class ClusterMetadataStore:
         # read from a socket is served before any timer, so the tick alone is too late.
         return self.stalled or self.clock() - self._last_tick > STALL_LIMIT_SECONDS
 
-    async def _keep_alive(self) -> None:
+    def _start_renewals(self, lease: int) -> None:
+        """Renew ``lease`` from a thread of its own when the store can be reached from
+        one (etcd): see ``loop_thread``. In this process's store, on this loop."""
+        renewal_kv = self.kv.for_another_thread()
+        if renewal_kv is None:
+            self._tasks.append(
+                asyncio.create_task(self._keep_alive(self.kv, lease), name="lease-keepalive")
+            )
+            return
+        main_loop = asyncio.get_running_loop()
+
+        async def renew() -> None:
+            try:
+                await self._connect_for_renewals(renewal_kv)
+                await self._keep_alive(renewal_kv, lease, main_loop)
+            finally:
+                await renewal_kv.close()
+
+        thread = LoopThread(f"lease-renewals-{self.node_id}", renew)
+        thread.start()
+        self._renewal_threads.append(thread)
+
+    async def _connect_for_renewals(self, kv: KV) -> None:
+        """Until it connects: meanwhile the lease runs out as if renewals failed."""
+        while True:
+            try:
+                await kv.connect()
+                return
+            except StoreUnavailableError as exc:
+                log.warning("lease renewals cannot reach etcd", extra={"error": str(exc)})
+                await asyncio.sleep(self.heartbeat)
+
+    async def _keep_alive(
+        self, kv: KV, lease: int, main_loop: asyncio.AbstractEventLoop | None = None
+    ) -> None:
+        """Renew ``lease`` through ``kv`` every heartbeat; on the broker's loop, or on
+        a thread's (``main_loop`` then names the broker's, for what must happen there).
+        What it writes (``trusted_until``, ``stalled``, ``leaderless_since``) are single
+        assignments the broker's loop only reads."""
         delay = self.heartbeat
         failures = 0  # renewals failed in a row
         while True:
@@ -388,7 +428,7 @@ class ClusterMetadataStore:
             sent = self.clock()
             try:
                 async with asyncio.timeout(max(self.heartbeat, 1.0)):
-                    ttl = await self.kv.keepalive(self.lease)
+                    ttl = await kv.keepalive(lease)
             except (StoreUnavailableError, TimeoutError) as exc:
                 failures += 1
                 if failures == 1 or delay >= self.heartbeat:  # not ten lines a second
@@ -415,7 +455,10 @@ class ClusterMetadataStore:
                 )
                 self.trusted_until = 0.0
                 self.leaderless_since = None  # an etcd leader said so: etcd decides again
-                self.lease_lost.set()
+                if main_loop is None:
+                    self.lease_lost.set()
+                else:
+                    main_loop.call_soon_threadsafe(self.lease_lost.set)
                 return
             self.trusted_until = sent + ttl
             self.stalled = False
@@ -424,6 +467,9 @@ class ClusterMetadataStore:
                 self.leaderless_since = None
 
     async def stop(self) -> None:
+        for thread in self._renewal_threads:
+            await thread.stop()
+        self._renewal_threads.clear()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -276,6 +276,9 @@ class EtcdKV:
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
 
+    def for_another_thread(self) -> EtcdKV:
+        return EtcdKV(self.endpoints, self.security)
+
     async def close(self) -> None:
         for channel in self._member_channels.values():
             await channel.close()

@@ -117,3 +117,9 @@ class KV(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+    def for_another_thread(self) -> KV | None:
+        """A new, unconnected client of the same store, for another thread's event loop
+        (the lease renewals'); None when the store lives in this process (memory, file),
+        where another thread could not reach it and a lease cannot lapse from load."""
+        ...

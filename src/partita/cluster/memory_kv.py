@@ -136,3 +136,6 @@ class MemoryKV:
 
     async def close(self) -> None:
         return None
+
+    def for_another_thread(self) -> None:
+        return None

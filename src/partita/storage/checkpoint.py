@@ -23,29 +23,38 @@ class CheckpointCorruptError(KafkaStorageError):
     """A checkpoint file cannot be parsed; its caller falls back to a full scan."""
 
 
-def write_atomically(path: Path, content: str | bytes, *, sync_directory: bool = True) -> None:
+def write_atomically(
+    path: Path, content: str | bytes, *, sync_directory: bool = True, durable: bool = True
+) -> None:
     """Write ``content`` to a temp file, fsync it, rename it over ``path``; with
     ``sync_directory``, fsync the directory too, so that the rename survives a crash (a
-    file that may be lost, such as a producer snapshot, skips that second fsync). A
-    failure leaves ``path`` as it was and no temp file."""
+    file that may be lost, such as a producer snapshot, skips that second fsync). Without
+    ``durable``, neither fsync: readers see the whole old or the whole new content, but
+    a crash may lose the write (its caller syncs it later). A failure leaves ``path`` as
+    it was and no temp file."""
     tmp = path.with_name(path.name + ".tmp")
     data = content.encode() if isinstance(content, str) else content
     try:
         with open(tmp, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError:
         tmp.unlink(missing_ok=True)
         raise
-    if not sync_directory:
-        return
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    if durable and sync_directory:
+        fsync_path(path.parent)
+
+
+def fsync_path(path: Path) -> None:
+    """fsync a file or a directory by its path."""
+    fd = os.open(path, os.O_RDONLY)
     try:
-        os.fsync(dir_fd)
+        os.fsync(fd)
     finally:
-        os.close(dir_fd)
+        os.close(fd)
 
 
 def _read_lines(path: Path, fields: int) -> list[list[str]]:

@@ -14,6 +14,7 @@ others keep working.
 
 from __future__ import annotations
 
+import collections
 import logging
 import shutil
 import uuid
@@ -27,7 +28,13 @@ from partita.storage.config import LogConfig
 from partita.storage.loader import open_partition_log
 from partita.storage.log import Clock, PartitionLog, wall_clock_ms
 from partita.storage.open_files import OPEN_SEGMENT_FILES
-from partita.storage.partition_metadata import kafka_uuid_text, read_topic_id, write_topic_id
+from partita.storage.partition_metadata import (
+    PARTITION_METADATA,
+    kafka_uuid_text,
+    read_topic_id,
+    sync_topic_id,
+    write_topic_id,
+)
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +74,12 @@ class LogManager:
         # partition that comes back keeps its log start offset and high watermark.
         self._offline_offsets: dict[str, dict[TopicPartition, int]] = {}
         self.loaded_cleanly = True
+        # Directories whose partition.metadata is written but not yet fsynced: a new
+        # partition records its topic id at once and makes it durable at the next
+        # checkpoint (in the maintenance thread), as Kafka flushes the file
+        # asynchronously; two fsyncs each would double the cost of creating thousands.
+        # A deque: appended on the event loop, drained from the checkpoint's thread.
+        self._unsynced_ids: collections.deque[Path] = collections.deque()
 
     # -- start and stop ----------------------------------------------------------
 
@@ -180,7 +193,8 @@ class LogManager:
                 )
 
     def checkpoint(self) -> None:
-        """Persist recovery points, log start offsets, high watermarks and cleaner progress."""
+        """Persist new partitions' topic ids, recovery points, log start offsets, high
+        watermarks and cleaner progress."""
         logs = list(self.logs.items())
         current = {
             RECOVERY_POINT_CHECKPOINT: {tp: lg.recovery_point for tp, lg in logs},
@@ -188,7 +202,7 @@ class LogManager:
             HIGH_WATERMARK_CHECKPOINT: {tp: lg.high_watermark for tp, lg in logs},
             CLEANER_CHECKPOINT: {tp: lg.first_dirty_offset for tp, lg in logs if lg.config.compact},
         }
-        failures = []
+        failures = self._sync_topic_ids()
         for name, offsets in current.items():
             merged = {**self._offline_offsets.get(name, {}), **offsets}
             try:
@@ -263,12 +277,27 @@ class LogManager:
         self.delete_partition(topic, partition, suffix=STRAY_DIR_SUFFIX)
         return None
 
-    @staticmethod
-    def _record_topic_id(directory: Path, topic_id: uuid.UUID) -> None:
+    def _record_topic_id(self, directory: Path, topic_id: uuid.UUID) -> None:
         try:
-            write_topic_id(directory, topic_id)
+            write_topic_id(directory, topic_id, durable=False)
         except OSError as exc:
             raise KafkaStorageError(f"cannot record the topic id in {directory}: {exc}") from exc
+        self._unsynced_ids.append(directory)
+
+    def _sync_topic_ids(self) -> list[str]:
+        """fsync the topic ids recorded since the last checkpoint; the failures."""
+        failures = []
+        while self._unsynced_ids:
+            directory = self._unsynced_ids.popleft()
+            try:
+                sync_topic_id(directory)
+            except FileNotFoundError:
+                continue  # deleted meanwhile
+            except OSError as exc:
+                self._unsynced_ids.appendleft(directory)  # tried again next time
+                failures.append(f"{directory.name}/{PARTITION_METADATA}: {exc}")
+                break
+        return failures
 
     def delete_partition(
         self, topic: str, partition: int, *, suffix: str = DELETE_DIR_SUFFIX
