@@ -22,6 +22,7 @@ from partita.cluster.cluster_store import (
 )
 from partita.cluster.controller import Controller
 from partita.cluster.kv import Compare, Put, StoreUnavailableError
+from partita.cluster.layout import encode_partition
 from partita.cluster.memory_kv import MemoryKV
 from partita.cluster.model import PartitionState, TopicState
 from partita.cluster.placement import assign_replicas
@@ -397,3 +398,50 @@ async def test_a_lapsed_lease_counts_as_quorum_lost_only_while_etcd_says_so() ->
     finally:
         for task in store._tasks:
             task.cancel()
+
+
+class _CountingKV(MemoryKV):
+    def __init__(self) -> None:
+        super().__init__()
+        self.txns = 0
+
+    async def txn(self, compares, ops):  # type: ignore[no-untyped-def]
+        self.txns += 1
+        return await super().txn(compares, ops)
+
+
+@_sync
+async def test_isr_changes_proposed_together_are_written_in_few_transactions() -> None:
+    # A broker back from a restart proposes an ISR change for each of its partitions at
+    # once: one etcd transaction each made that take minutes at 10,000 partitions.
+    kv = _CountingKV()
+    async with _cluster(kv, 2) as nodes:
+        store = nodes[0].store
+        topic = _topic("t", {p: [1, 2] for p in range(250)})
+        await store.create_topic(topic)
+        before = kv.txns
+        results = await asyncio.gather(*(store.alter_isr("t", p, 0, [1]) for p in range(250)))
+        assert all(results)
+        assert kv.txns - before <= 3  # 99 changes (and the guard) to a transaction
+        assert all(s.isr == [1] for s in store.topics["t"].partitions.values())
+
+
+@_sync
+async def test_a_batch_of_isr_changes_with_one_stale_writes_the_others() -> None:
+    kv = MemoryKV()
+    async with _cluster(kv, 2) as nodes:
+        store = nodes[0].store
+        await store.create_topic(_topic("t", {p: [1, 2] for p in range(5)}))
+        stale = store.alter_isr("t", 3, 0, [1])
+        # Partition 3 moves after its change was computed and before it is written.
+        topic_id = store.topics["t"].topic_id
+        key = store.layout.partition(topic_id, 3)
+        moved = PartitionState([1, 2], 1, 0, [1, 2], partition_epoch=7)
+        others = [store.alter_isr("t", p, 0, [1]) for p in (0, 1, 2, 4)]
+        tasks = [asyncio.ensure_future(c) for c in (stale, *others)]
+        await asyncio.sleep(0)  # every change queued, none written yet
+        await kv.txn([], [Put(key, encode_partition(moved))])
+        results = await asyncio.gather(*tasks)
+        assert results == [False, True, True, True, True]
+        isrs = {p: s.isr for p, s in store.topics["t"].partitions.items()}
+        assert isrs == {0: [1], 1: [1], 2: [1], 3: [1, 2], 4: [1]}

@@ -32,10 +32,10 @@ from partita.errors import (
     NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
 )
+from partita.server.clocks import elapsed_ms
 from partita.server.partition import (
     QUORUM_LOSS_FETCH_WINDOW_MS,
     Partition,
-    now_ms,
     wait_for_any,
 )
 from partita.storage.config import LogConfig
@@ -96,7 +96,7 @@ def test_while_etcd_has_lost_its_quorum_a_leader_serves_while_its_isr_fetches(
     assert partition.progress is not None
     with pytest.raises(NotLeaderOrFollowerError, match="lease"):
         partition.check_leader()  # no fetch from OTHER and THIRD yet
-    now = now_ms()
+    now = elapsed_ms()
     for replica in (OTHER, THIRD):
         partition.progress.record_fetch(replica, 0, 0, now)
     partition.check_leader()
@@ -105,7 +105,7 @@ def test_while_etcd_has_lost_its_quorum_a_leader_serves_while_its_isr_fetches(
     with pytest.raises(NotLeaderOrFollowerError, match="lease"):
         partition.check_leader()  # THIRD went quiet
     partition.become(PartitionState([ME, OTHER, THIRD], ME, 3, [ME, OTHER]))
-    partition.progress.record_fetch(OTHER, 0, 0, now_ms())
+    partition.progress.record_fetch(OTHER, 0, 0, elapsed_ms())
     partition.check_leader()  # THIRD is out of the ISR: only OTHER matters
     partition.become(PartitionState([ME, OTHER, THIRD], ME, 3, [ME]))
     partition.check_leader()  # an ISR of us alone: no clean election can move it

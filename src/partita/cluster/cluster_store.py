@@ -100,6 +100,11 @@ class AddressInUseError(KafkaError):
     would reach the wrong broker."""
 
 
+# An ISR change waiting to be written: (topic id, index, the partition's mod revision it
+# was computed from, the new state, the future its proposer awaits the revision on).
+_IsrChange = tuple[uuid.UUID, int, int, PartitionState, "asyncio.Future[int | None]"]
+
+
 class ClusterMetadataStore:
     def __init__(
         self,
@@ -133,6 +138,8 @@ class ClusterMetadataStore:
         self._applied = asyncio.Condition()
         self._tasks: list[asyncio.Task[None]] = []
         self._renewal_threads: list[LoopThread] = []
+        self._isr_changes: list[_IsrChange] = []  # proposed, not yet written
+        self._isr_writer: asyncio.Task[None] | None = None
         self._producer_ids = (0, 0)  # [next, end) of the block this broker holds
         self._registration: tuple[str, int, str | None, tuple[tuple[str, str, int], ...]] | None = (
             None
@@ -467,6 +474,8 @@ class ClusterMetadataStore:
                 self.leaderless_since = None
 
     async def stop(self) -> None:
+        if self._isr_writer is not None:
+            self._tasks.append(self._isr_writer)  # cancelled with the rest
         for thread in self._renewal_threads:
             await thread.stop()
         self._renewal_threads.clear()
@@ -671,12 +680,45 @@ class ClusterMetadataStore:
         if new is state:
             return True
         revision = self.image.partition_revisions[(topic_state.topic_id, index)]
-        guard = Compare.created_at(self.layout.broker(self.node_id), self.broker_epoch)
-        written = await self.write_partitions([(topic_state.topic_id, index, revision, new)], guard)
+        answer: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+        self._isr_changes.append((topic_state.topic_id, index, revision, new, answer))
+        if self._isr_writer is None or self._isr_writer.done():
+            self._isr_writer = asyncio.create_task(self._write_isr_changes(), name="isr-writer")
+        written = await answer
         if written is None:
             return False
         await self.caught_up(written)
         return True
+
+    async def _write_isr_changes(self) -> None:
+        """Write the ISR changes proposed meanwhile, many to a transaction, as Kafka's
+        AlterPartition carries many partitions: a broker back from a restart proposes
+        one for each of its thousands of partitions within seconds, and one etcd
+        transaction (and one image change) each made its return to the ISRs take
+        minutes. A transaction is all or nothing, so when one of its partitions moved
+        meanwhile, the others are written again one by one."""
+        while self._isr_changes:
+            await asyncio.sleep(0)  # the changes proposed in this same pass join
+            batch = self._isr_changes[: self.kv.max_txn_ops - 1]  # the guard is one
+            del self._isr_changes[: len(batch)]
+            guard = Compare.created_at(self.layout.broker(self.node_id), self.broker_epoch)
+            await self._write_isr_batch(batch, guard)
+
+    async def _write_isr_batch(self, batch: list[_IsrChange], guard: Compare) -> None:
+        try:
+            written = await self.write_partitions([change[:4] for change in batch], guard)
+        except Exception as exc:  # the store is unreachable: every proposer hears of it
+            for *_, answer in batch:
+                if not answer.done():
+                    answer.set_exception(exc)
+            return
+        if written is None and len(batch) > 1:
+            for change in batch:
+                await self._write_isr_batch([change], guard)
+            return
+        for *_, answer in batch:
+            if not answer.done():
+                answer.set_result(written)
 
     async def write_partitions(
         self,

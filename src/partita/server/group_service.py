@@ -43,7 +43,8 @@ from partita.errors import (
 )
 from partita.protocol.control_records import TxnMarker, read_marker
 from partita.protocol.records import Record, build_batch, decode_records
-from partita.server.partition import now_ms, until_replicated
+from partita.server.clocks import now_ms, steady_ms
+from partita.server.partition import until_replicated
 
 if TYPE_CHECKING:
     from partita.cluster.store import MetadataStore
@@ -258,15 +259,15 @@ class GroupService:
 
     async def _tick_forever(self) -> None:
         check_every = 600_000
-        next_expiry = now_ms() + check_every
+        next_expiry = steady_ms() + check_every
         while True:
             await asyncio.sleep(_TICK_SECONDS)
-            now = now_ms()
+            now = steady_ms()
             try:
                 self.core.tick(now)
                 if now >= next_expiry:
                     next_expiry = now + check_every
-                    self.expire_offsets(now)
+                    self.expire_offsets(now_ms())  # retention counts from commit times
             except Exception:
                 log.exception("group coordinator tick failed")
 
@@ -289,7 +290,7 @@ class GroupService:
         if not self.coordinates(request.group_id):
             return JoinResult(NotCoordinatorError.code, member_id=request.member_id)
         future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
-        immediate = self.core.join(request, future, now_ms())
+        immediate = self.core.join(request, future, steady_ms())
         if immediate is not None:
             return immediate
         return await future
@@ -298,7 +299,7 @@ class GroupService:
         if not self.coordinates(request.group_id):
             return SyncResult(NotCoordinatorError.code)
         future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
-        immediate = self.core.sync(request, future, now_ms())
+        immediate = self.core.sync(request, future, steady_ms())
         if immediate is not None:
             return immediate
         return await future
@@ -335,7 +336,7 @@ class GroupService:
             return NotCoordinatorError.code, [NotCoordinatorError.code] * len(offsets)
         now = now_ms()
         error = self.core.validate_offset_commit(
-            group_id, generation, member_id, instance_id, now, version
+            group_id, generation, member_id, instance_id, steady_ms(), version
         )
         if error != NONE:
             return error, [error] * len(offsets)
@@ -361,7 +362,7 @@ class GroupService:
     def delete_group(self, group_id: str) -> int:
         if not self.coordinates(group_id):
             return NotCoordinatorError.code
-        error, removed = self.core.delete_group(group_id, now_ms())
+        error, removed = self.core.delete_group(group_id, steady_ms())
         if error == NONE:
             for topic, partition in removed:
                 self._write(group_id, offset_key(group_id, topic, partition), None)

@@ -73,6 +73,7 @@ from partita.protocol.record_batch import (
     read_header,
 )
 from partita.replication.progress import LeaderProgress
+from partita.server.clocks import elapsed_ms, now_ms
 from partita.server.partition_transactions import AbortedTxn, PartitionTransactions
 from partita.server.producer_state import ProducerEntry, ProducerStateTable
 from partita.storage.log import (
@@ -110,10 +111,6 @@ QUORUM_LOSS_FETCH_WINDOW_MS = 1500
 _NO_RECORD_NEEDED = frozenset(
     {LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP}
 )
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _no_isr_writer(_partition: Partition, _isr: list[int]) -> None:
@@ -228,7 +225,7 @@ class Partition:
             self.pending_isr = None  # our change landed, or we were replaced meanwhile
         if self.is_leader:
             if not was_leader or old_epoch != self.leader_epoch or self.progress is None:
-                self.progress = LeaderProgress(self.node_id, self.replicas, now_ms())
+                self.progress = LeaderProgress(self.node_id, self.replicas, elapsed_ms())
                 self.pending_isr = None
                 if self.log.epochs.latest_epoch < self.leader_epoch or not self.log.epochs.entries:
                     # Recorded at election, as Kafka does, so the new epoch starts at our
@@ -236,7 +233,7 @@ class Partition:
                     self.log.epochs.assign(self.leader_epoch, self.log.log_end_offset)
                     self.log.epochs.flush()
             else:
-                self.progress.set_replicas(self.replicas, now_ms())
+                self.progress.set_replicas(self.replicas, elapsed_ms())
             self.maybe_advance_high_watermark()
         else:
             self.progress = None
@@ -278,7 +275,7 @@ class Partition:
             return False
         unclean = self.log.config.unclean_leader_election_enable
         electable = self.replicas if unclean else self._maximal_isr()
-        now = now_ms()
+        now = elapsed_ms()
         for replica in electable:
             if replica == self.node_id:
                 continue
@@ -362,7 +359,7 @@ class Partition:
                 f"{self.name}: follower {replica} fetched from {fetch_offset}, "
                 f"outside [0, {leader_end}]"
             )
-        self.progress.record_fetch(replica, fetch_offset, leader_end, now_ms())
+        self.progress.record_fetch(replica, fetch_offset, leader_end, elapsed_ms())
         self.maybe_expand_isr(replica)
         self.maybe_advance_high_watermark()
 
@@ -413,7 +410,9 @@ class Partition:
     def maybe_shrink_isr(self, max_lag_ms: int) -> None:
         if self.progress is None or self.pending_isr is not None:
             return
-        lagging = self.progress.out_of_sync(self.isr, self.log.log_end_offset, now_ms(), max_lag_ms)
+        lagging = self.progress.out_of_sync(
+            self.isr, self.log.log_end_offset, elapsed_ms(), max_lag_ms
+        )
         if lagging:
             kept = [r for r in self.isr if r not in lagging]
             self._propose_isr(kept, f"followers {lagging} fell behind for over {max_lag_ms} ms")

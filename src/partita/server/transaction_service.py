@@ -44,7 +44,8 @@ from partita.coordinator.transaction_records import (
 from partita.errors import CoordinatorNotAvailableError, KafkaError, NotCoordinatorError
 from partita.protocol.control_records import TxnMarker
 from partita.protocol.records import Record, build_batch, decode_records
-from partita.server.partition import now_ms, until_replicated
+from partita.server.clocks import now_ms
+from partita.server.partition import until_replicated
 
 if TYPE_CHECKING:
     from partita.cluster.store import MetadataStore

@@ -55,8 +55,8 @@ from partita.protocol.messages import (
 from partita.security.acl import ResourceType
 from partita.server.access import Access
 from partita.server.broker import Broker
+from partita.server.clocks import now_ms, steady_ms
 from partita.server.handlers.metadata import reachable_brokers
-from partita.server.partition import now_ms
 from partita.server.request_context import RequestContext
 
 MAX_METADATA_BYTES = 4096
@@ -208,7 +208,7 @@ def handle_heartbeat(broker: Broker, context: RequestContext, request: Heartbeat
         request.generation_id,
         request.member_id,
         request.group_instance_id if context.api_version >= 3 else None,
-        now_ms(),
+        steady_ms(),
     )
     return HeartbeatResponse(throttle_time_ms=0, error_code=error)
 
@@ -224,7 +224,7 @@ def handle_leave_group(broker: Broker, context: RequestContext, request: LeaveGr
         return LeaveGroupResponse(
             throttle_time_ms=0, error_code=NotCoordinatorError.code, members=[]
         )
-    codes = broker.groups.core.leave(request.group_id, members, now_ms())
+    codes = broker.groups.core.leave(request.group_id, members, steady_ms())
     if context.api_version >= 3:
         return LeaveGroupResponse(
             throttle_time_ms=0,

@@ -47,7 +47,7 @@ from partita.protocol.messages import (
     WriteTxnMarkersRequest,
 )
 from partita.server.broker import Broker
-from partita.server.partition import now_ms
+from partita.server.clocks import now_ms
 from partita.server.request_context import RequestContext
 
 log = logging.getLogger(__name__)
