@@ -19,6 +19,8 @@ command -v mvn >/dev/null 2>&1 || missing+=(maven)
 command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 # etcd holds a multi-broker cluster's metadata; tests start it as a real process.
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+# libfaketime steps one broker's wall clock in the clock-jump tests.
+dpkg -s libfaketime >/dev/null 2>&1 || missing+=(libfaketime)
 java_major=$( (java -version 2>&1 || true) | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
 if [ -z "${java_major}" ] || [ "${java_major}" -lt 17 ]; then missing+=(openjdk-17-jre-headless); fi
 

@@ -150,14 +150,30 @@ class Controller:
         await self._write(changes)
 
     async def _write(self, changes: list[Change]) -> bool:
-        """Write ``changes`` under our fencing token; False if anything moved first."""
+        """Write ``changes`` under our fencing token; False if anything moved first.
+
+        The batches are sent together, not one after another: a broker's death changes
+        a third of the partitions it led and every ISR it was in (10,000 changes at
+        10,000 partitions), and a transaction and an image change per batch in turn made
+        the failover gap 21 s. Batches hold disjoint partitions, so each stands alone;
+        new leaders go first, an ISR that only shrinks can wait a batch."""
         guard = Compare.created_at(self.store.layout.controller, self.epoch)
         names = {t.topic_id: n for n, t in self.store.image.topics.items()}
-        for start in range(0, len(changes), BATCH):
-            batch = changes[start : start + BATCH]
-            revision = await self.store.write_partitions(batch, guard)
+        by_id = {t.topic_id: t for t in self.store.image.topics.values()}
+
+        def moves_leader(change: Change) -> bool:
+            topic = by_id.get(change[0])
+            old = topic.partitions.get(change[1]) if topic is not None else None
+            return old is None or old.leader != change[3].leader
+
+        ordered = sorted(changes, key=lambda c: not moves_leader(c))
+        batches = [ordered[i : i + BATCH] for i in range(0, len(ordered), BATCH)]
+        revisions = await asyncio.gather(
+            *(self.store.write_partitions(batch, guard) for batch in batches)
+        )
+        for batch, revision in zip(batches, revisions, strict=True):
             if revision is None:
-                return False  # something moved: the next image change (or tick) replans
+                continue
             log.info(
                 "partition leadership changed",
                 extra={
@@ -170,8 +186,11 @@ class Controller:
                     ],
                 },
             )
-            await self.store.caught_up(revision)
-        return True
+        written = [r for r in revisions if r is not None]
+        if written:
+            await self.store.caught_up(max(written))
+        # Something moved under a failed batch: the next image change (or tick) replans.
+        return len(written) == len(batches)
 
     # -- leadership on request, and by itself ------------------------------------------
 
