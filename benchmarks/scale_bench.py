@@ -2,8 +2,9 @@
 Kafka (3 KRaft nodes, each broker and controller) side by side, on the same machine, in
 the same run, for each partition count asked:
 
-- create: one CreateTopics of N partitions at RF 3, until every partition has a leader
-  and a full ISR in the cluster's Metadata;
+- create: CreateTopics of N partitions at RF 3 (over 5,000: 5,000, then CreatePartitions
+  in steps of 5,000, Kafka's controller refusing more than 10,000 records at once),
+  until every partition has a leader and a full ISR in the cluster's Metadata;
 - RSS: each broker's resident memory once created (partita: the broker processes; Kafka:
   the JVMs, which hold the controllers too);
 - metadata size: etcd's database (Maintenance.Status dbSize) against the KRaft metadata
@@ -35,12 +36,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from partita.local.cluster import LocalCluster
 
 TOPIC = "scale"
+CREATE_STEP = 5000
 
 
 @dataclass
@@ -105,7 +107,15 @@ def measure(target: Target, count: int) -> dict[str, float]:
     admin = AdminClient({"bootstrap.servers": target.bootstrap})
     out: dict[str, float] = {}
     started = time.monotonic()
-    admin.create_topics([NewTopic(TOPIC, count, 3)], request_timeout=600)[TOPIC].result(600)
+    # Kafka's controller refuses an operation of more than 10,000 records (POLICY_
+    # VIOLATION, "excessively large batch"): a topic of 10,000 partitions is 10,001. So
+    # both create the topic with up to CREATE_STEP partitions and add the rest in steps
+    # (CreatePartitions), as a Kafka user must.
+    first = min(count, CREATE_STEP)
+    admin.create_topics([NewTopic(TOPIC, first, 3)], request_timeout=600)[TOPIC].result(600)
+    for total in range(first + CREATE_STEP, count + CREATE_STEP, CREATE_STEP):
+        grow = NewPartitions(TOPIC, min(total, count))
+        admin.create_partitions([grow], request_timeout=600)[TOPIC].result(600)
     wait_for(admin, full(count), 900)
     out["create_s"] = time.monotonic() - started
     time.sleep(5)

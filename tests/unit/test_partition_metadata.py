@@ -101,3 +101,33 @@ def test_a_topic_id_lost_in_a_crash_reads_as_none_and_the_directory_is_adopted(
     assert read_topic_id(log.directory) is None
     reopened = open_manager(data_dir=data).get_or_create("t", 0, topic_id)
     assert reopened.log_end_offset == 2 and read_topic_id(reopened.directory) == topic_id
+
+
+def test_a_new_leaders_epoch_checkpoint_is_synced_before_its_recovery_point_is_recorded(
+    open_manager: OpenManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A leader elected records its epoch at once (as Kafka does), but without an fsync
+    # on the event loop: at 10,000 new partitions those were a fifth of a broker's
+    # work. The checkpoint syncs the file before it writes any recovery point.
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    manager = open_manager()
+    log = manager.get_or_create("t", 0, uuid.uuid4())
+    manager.checkpoint()
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    log.epochs.assign(3, 0)
+    log.epochs.flush()
+    log.append_as_leader(make_batch(2), leader_epoch=3)
+    log.flush()
+    assert not [p for p in synced if p.endswith("leader-epoch-checkpoint")]
+    synced.clear()
+    manager.checkpoint()
+    epoch_file = str(log.directory / "leader-epoch-checkpoint")
+    recovery = str(manager.data_dir / "recovery-point-offset-checkpoint.tmp")
+    assert epoch_file in synced and recovery in synced
+    assert synced.index(epoch_file) < synced.index(recovery)

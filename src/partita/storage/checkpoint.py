@@ -95,6 +95,6 @@ def read_epochs(path: Path) -> list[tuple[int, int]]:
         raise CheckpointCorruptError(f"{path}: epoch and offset must be integers") from None
 
 
-def write_epochs(path: Path, epochs: list[tuple[int, int]]) -> None:
+def write_epochs(path: Path, epochs: list[tuple[int, int]], *, durable: bool = True) -> None:
     body = "".join(f"{e} {o}\n" for e, o in epochs)
-    write_atomically(path, f"{CHECKPOINT_VERSION}\n{len(epochs)}\n{body}")
+    write_atomically(path, f"{CHECKPOINT_VERSION}\n{len(epochs)}\n{body}", durable=durable)

@@ -10,7 +10,12 @@ import itertools
 from bisect import bisect_right
 from pathlib import Path
 
-from partita.storage.checkpoint import CheckpointCorruptError, read_epochs, write_epochs
+from partita.storage.checkpoint import (
+    CheckpointCorruptError,
+    fsync_path,
+    read_epochs,
+    write_epochs,
+)
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
@@ -22,9 +27,13 @@ class LeaderEpochCache:
         self.path = path
         self._entries: list[tuple[int, int]] = list(entries or [])
         # What the checkpoint file holds (None: no file, or one not trusted). A flush
-        # with nothing new writes nothing: each write costs two fsyncs, and a broker
-        # loading or creating thousands of partitions would pay them for every one.
+        # with nothing new writes nothing: a broker loading or creating thousands of
+        # partitions would otherwise write a file for every one.
         self._on_disk: list[tuple[int, int]] | None = None
+        # Written since the last ``sync``: the file is replaced at once but fsynced by
+        # the next checkpoint (as Kafka does since KAFKA-15046), which syncs it before
+        # it records any recovery point past the data this file describes.
+        self.unsynced = False
 
     @classmethod
     def load(cls, directory: Path) -> tuple[LeaderEpochCache, bool]:
@@ -104,5 +113,20 @@ class LeaderEpochCache:
         there are then none with an epoch."""
         if self._entries == self._on_disk or (self._on_disk is None and not self._entries):
             return
-        write_epochs(self.path, self._entries)
+        write_epochs(self.path, self._entries, durable=False)
         self._on_disk = list(self._entries)
+        self.unsynced = True
+
+    def sync(self) -> None:
+        """Make the last ``flush`` durable (the file, then its directory)."""
+        if not self.unsynced:
+            return
+        self.unsynced = False  # first: a flush from now on is synced next time
+        try:
+            fsync_path(self.path)
+            fsync_path(self.path.parent)
+        except FileNotFoundError:
+            return  # the partition was deleted meanwhile
+        except OSError:
+            self.unsynced = True
+            raise

@@ -202,7 +202,13 @@ class LogManager:
             HIGH_WATERMARK_CHECKPOINT: {tp: lg.high_watermark for tp, lg in logs},
             CLEANER_CHECKPOINT: {tp: lg.first_dirty_offset for tp, lg in logs if lg.config.compact},
         }
-        failures = self._sync_topic_ids()
+        # After reading the recovery points, before writing them: every epoch file
+        # that describes data below a recovery point read here was written before that
+        # data was flushed, so syncing them now makes the checkpoint safe to trust.
+        unsynced, epoch_failures = self._sync_epoch_checkpoints(logs)
+        for tp in unsynced:  # recovered from its start rather than trusted past its file
+            del current[RECOVERY_POINT_CHECKPOINT][tp]
+        failures = self._sync_topic_ids() + epoch_failures
         for name, offsets in current.items():
             merged = {**self._offline_offsets.get(name, {}), **offsets}
             try:
@@ -283,6 +289,21 @@ class LogManager:
         except OSError as exc:
             raise KafkaStorageError(f"cannot record the topic id in {directory}: {exc}") from exc
         self._unsynced_ids.append(directory)
+
+    @staticmethod
+    def _sync_epoch_checkpoints(
+        logs: list[tuple[TopicPartition, PartitionLog]],
+    ) -> tuple[list[TopicPartition], list[str]]:
+        """fsync the leader-epoch checkpoints written since the last time; the partitions
+        whose file could not be, and why."""
+        unsynced, failures = [], []
+        for tp, partition_log in logs:
+            try:
+                partition_log.epochs.sync()
+            except OSError as exc:
+                unsynced.append(tp)
+                failures.append(f"{tp[0]}-{tp[1]}/leader-epoch-checkpoint: {exc}")
+        return unsynced, failures
 
     def _sync_topic_ids(self) -> list[str]:
         """fsync the topic ids recorded since the last checkpoint; the failures."""
