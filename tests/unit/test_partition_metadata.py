@@ -62,20 +62,27 @@ def test_a_directory_of_an_earlier_topic_is_stray(
     assert manager.get_or_create("t", 0, second) is fresh
 
 
+class _Fsyncs(list[str]):
+    """The paths fsynced, in order, once ``watch`` is called."""
+
+    def watch(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        real_fsync = os.fsync
+
+        def counting_fsync(fd: int) -> None:
+            self.append(os.readlink(f"/proc/self/fd/{fd}"))
+            real_fsync(fd)
+
+        monkeypatch.setattr(os, "fsync", counting_fsync)
+
+
 def test_a_new_partitions_id_is_made_durable_at_the_next_checkpoint(
     open_manager: OpenManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Creating thousands of partitions must not cost two fsyncs each on the event loop;
     # Kafka flushes partition.metadata asynchronously too. The checkpoint (in the
     # maintenance thread) syncs the file and its directory.
-    synced: list[str] = []
-    real_fsync = os.fsync
-
-    def counting_fsync(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", counting_fsync)
+    synced = _Fsyncs()
+    synced.watch(monkeypatch)
     manager = open_manager()
     logs = [manager.get_or_create("t", index, uuid.uuid4()) for index in range(3)]
     assert synced == []
@@ -109,17 +116,11 @@ def test_a_new_leaders_epoch_checkpoint_is_synced_before_its_recovery_point_is_r
     # A leader elected records its epoch at once (as Kafka does), but without an fsync
     # on the event loop: at 10,000 new partitions those were a fifth of a broker's
     # work. The checkpoint syncs the file before it writes any recovery point.
-    synced: list[str] = []
-    real_fsync = os.fsync
-
-    def counting_fsync(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real_fsync(fd)
-
+    synced = _Fsyncs()
     manager = open_manager()
     log = manager.get_or_create("t", 0, uuid.uuid4())
     manager.checkpoint()
-    monkeypatch.setattr(os, "fsync", counting_fsync)
+    synced.watch(monkeypatch)
     log.epochs.assign(3, 0)
     log.epochs.flush()
     log.append_as_leader(make_batch(2), leader_epoch=3)
