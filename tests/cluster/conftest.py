@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from partita.local.cluster import BrokerNode, LocalCluster
+from partita.local.cluster import BrokerNode, EtcdProcess, LocalCluster
 
 Factory = Callable[..., LocalCluster]
 
@@ -56,6 +56,17 @@ def cluster_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
                 print(f"--- broker {broker.node_id}: {broker.log_path}\n{broker.logs(60)}")
     for cluster in made:
         cluster.kill()
+
+
+@pytest.fixture
+def etcd_member(tmp_path: Path) -> Iterator[EtcdProcess]:
+    """One etcd member alone, for tests of partita's etcd client itself."""
+    member = EtcdProcess(tmp_path / "etcd")
+    member.start()
+    try:
+        yield member
+    finally:
+        member.stop()
 
 
 @pytest.fixture

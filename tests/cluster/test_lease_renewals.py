@@ -6,24 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from partita.cluster.cluster_store import ClusterMetadataStore
 from partita.cluster.etcd_kv import EtcdKV
 from partita.local.cluster import EtcdProcess
-
-
-@pytest.fixture
-def etcd(tmp_path: Path) -> Iterator[EtcdProcess]:
-    member = EtcdProcess(tmp_path / "etcd")
-    member.start()
-    try:
-        yield member
-    finally:
-        member.stop()
 
 
 async def _registered(endpoint: str, node_id: int) -> ClusterMetadataStore:
@@ -37,9 +25,9 @@ async def _registered(endpoint: str, node_id: int) -> ClusterMetadataStore:
 
 
 @pytest.mark.timeout(60)
-def test_a_loop_held_past_the_lease_keeps_it(etcd: EtcdProcess) -> None:
+def test_a_loop_held_past_the_lease_keeps_it(etcd_member: EtcdProcess) -> None:
     async def scenario() -> None:
-        store = await _registered(etcd.endpoint, 1)
+        store = await _registered(etcd_member.endpoint, 1)
         try:
             held_until = time.monotonic() + 3 * store.ttl  # 6 s on a 2 s lease
             while time.monotonic() < held_until:
@@ -56,14 +44,14 @@ def test_a_loop_held_past_the_lease_keeps_it(etcd: EtcdProcess) -> None:
 
 
 @pytest.mark.timeout(60)
-def test_renewals_that_stop_still_lapse_the_lease(etcd: EtcdProcess) -> None:
+def test_renewals_that_stop_still_lapse_the_lease(etcd_member: EtcdProcess) -> None:
     # The thread renews only while etcd answers: with etcd stopped, the lease runs out
     # on the broker's side at its TTL, as before (the broker fences itself).
     async def scenario() -> None:
-        store = await _registered(etcd.endpoint, 2)
+        store = await _registered(etcd_member.endpoint, 2)
         try:
             assert store.lease_trusted()
-            etcd.kill()
+            etcd_member.kill()
             started = time.monotonic()
             while store.lease_trusted() and time.monotonic() - started < 10:
                 await asyncio.sleep(0.05)

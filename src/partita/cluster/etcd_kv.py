@@ -81,6 +81,10 @@ class EtcdSecurity:
     password: str | None = field(default=None, repr=False)
 
 
+# Keys per range request: ~250 B each for a partition, far below gRPC's 4 MiB answer.
+RANGE_PAGE_KEYS = 2000
+
+
 class EtcdKV:
     # etcd refuses transactions of more than 128 operations by default (--max-txn-ops).
     max_txn_ops = 100
@@ -155,13 +159,26 @@ class EtcdKV:
         return _entry(response.kvs[0]) if response.kvs else None
 
     async def range(self, prefix: str) -> tuple[list[Entry], int]:
-        try:
-            response = await self._kv.get(
-                prefix, prefix_range_end(prefix), timeout=RPC_TIMEOUT_SECONDS
-            )
-        except (EtcdError, grpc.aio.AioRpcError) as exc:
-            raise self._failed(f"etcd range {prefix}", exc) from exc
-        return [_entry(kv) for kv in response.kvs], int(response.header.revision)
+        """Every key under ``prefix``, in pages of ``RANGE_PAGE_KEYS`` all read at the
+        revision of the first: one answer for a cluster of 30,000 partitions is over
+        gRPC's 4 MiB message limit, and a broker restarting then could not start."""
+        end = prefix_range_end(prefix)
+        start: bytes | str = prefix
+        revision = 0
+        entries: list[Entry] = []
+        while True:
+            try:
+                response = await self._kv.get(
+                    start, end, revision=revision, limit=RANGE_PAGE_KEYS,
+                    timeout=RPC_TIMEOUT_SECONDS,
+                )  # fmt: skip
+            except (EtcdError, grpc.aio.AioRpcError) as exc:
+                raise self._failed(f"etcd range {prefix}", exc) from exc
+            revision = revision or int(response.header.revision)
+            entries.extend(_entry(kv) for kv in response.kvs)
+            if not response.more or not response.kvs:
+                return entries, revision
+            start = bytes(response.kvs[-1].key) + b"\0"  # the next key after the last
 
     async def txn(self, compares: Sequence[Compare], ops: Sequence[Op]) -> tuple[bool, int]:
         conditions = [
