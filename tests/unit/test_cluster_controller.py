@@ -495,3 +495,31 @@ async def test_a_brokers_death_is_written_in_concurrent_batches_new_leaders_firs
         partition_batches = [b for b in kv.written if len(b) >= 50]
         first = [decode_partition(op.value) for op in partition_batches[0]]
         assert all(state.leader != dead and state.leader_epoch == 1 for state in first)
+
+
+class _LaggingWatchKV(MemoryKV):
+    """Every watch answer reaches the brokers ``lag`` seconds late: an image behind
+    etcd, as on a loaded machine with 30,000 partitions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lag = 0.0
+
+    async def watch(self, prefix, start_revision):  # type: ignore[no-untyped-def]
+        async for events in super().watch(prefix, start_revision):
+            await asyncio.sleep(self.lag)
+            yield events
+
+
+@pytest.mark.timeout(60)
+@_sync
+async def test_an_isr_change_written_while_the_image_lags_past_five_seconds_succeeds() -> None:
+    # A leader that gave up waiting for its own committed change (5 s) called it not
+    # written and proposed it again from a staler image; it now waits for it longer.
+    kv = _LaggingWatchKV()
+    async with _cluster(kv, 2) as nodes:
+        store = nodes[0].store
+        await store.create_topic(_topic("t", {0: [1, 2]}))
+        kv.lag = 6.0
+        assert await store.alter_isr("t", 0, 0, [1])
+        assert store.topics["t"].partitions[0].isr == [1]

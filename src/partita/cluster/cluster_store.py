@@ -79,6 +79,11 @@ RENEWAL_RETRY_SECONDS = 0.1
 QUORUM_PROBE_TIMEOUT_SECONDS = 2.0
 STALL_TICK_SECONDS = 0.1
 STALL_LIMIT_SECONDS = 1.0
+# How long the controller and a leader wait for their own committed write to reach the
+# image. Longer than a client request's 5 s: with 30,000 partitions on two cores the
+# image lagged by more, and giving up on a write that landed only made the writer plan
+# again from a staler image (and the controller's step fail, and start over).
+OWN_WRITE_WAIT_SECONDS = 30.0
 
 
 class LeaseState(Enum):
@@ -687,7 +692,7 @@ class ClusterMetadataStore:
         written = await answer
         if written is None:
             return False
-        await self.caught_up(written)
+        await self.caught_up(written, OWN_WRITE_WAIT_SECONDS)
         return True
 
     async def _write_isr_changes(self) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from partita.cluster import preferred, reassignment
-from partita.cluster.cluster_store import ClusterMetadataStore
+from partita.cluster.cluster_store import OWN_WRITE_WAIT_SECONDS, ClusterMetadataStore
 from partita.cluster.elections import next_state
 from partita.cluster.kv import Compare, Put, StoreUnavailableError
 from partita.cluster.layout import encode_controller
@@ -188,7 +188,7 @@ class Controller:
             )
         written = [r for r in revisions if r is not None]
         if written:
-            await self.store.caught_up(max(written))
+            await self.store.caught_up(max(written), OWN_WRITE_WAIT_SECONDS)
         # Something moved under a failed batch: the next image change (or tick) replans.
         return len(written) == len(batches)
 
