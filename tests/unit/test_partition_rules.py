@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -236,3 +237,31 @@ def test_a_dropped_leader_resigns_and_wakes_parked_requests(open_manager: OpenMa
     with pytest.raises(NotLeaderOrFollowerError):
         partition.check_leader()
     assert partition.resign() is False
+
+
+def test_only_a_follower_that_moved_recomputes_the_high_watermark(
+    open_manager: OpenManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With 10,000 idle partitions, recomputing the HW over the ISR at every follower
+    # fetch was a fifth of a leader's time; Kafka only tries when the follower moved.
+    partition = _partition(open_manager)
+    partition.append(make_batch(4))
+    progress = partition.progress
+    assert progress is not None
+    computed: list[int] = []
+    real = progress.high_watermark
+
+    def counted(*args: Any) -> int:
+        computed.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(progress, "high_watermark", counted)
+    for replica in (OTHER, THIRD):
+        partition.record_follower_fetch(replica, 2)
+    assert len(computed) == 2 and partition.log.high_watermark == 2
+    for _ in range(3):
+        partition.record_follower_fetch(OTHER, 2)  # nothing new: nothing to recompute
+    assert len(computed) == 2
+    partition.record_follower_fetch(OTHER, 4)
+    partition.record_follower_fetch(THIRD, 4)
+    assert len(computed) == 4 and partition.log.high_watermark == 4
