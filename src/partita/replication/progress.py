@@ -47,8 +47,10 @@ class LeaderProgress:
         for new in wanted - set(self.followers):
             self.followers[new] = FollowerProgress(last_caught_up_ms=now_ms)
 
-    def record_fetch(self, replica: int, fetch_offset: int, leader_end: int, now_ms: int) -> None:
+    def record_fetch(self, replica: int, fetch_offset: int, leader_end: int, now_ms: int) -> bool:
+        """Whether the follower's log end moved: only then can the high watermark."""
         follower = self.followers[replica]
+        moved = fetch_offset != follower.log_end_offset
         if fetch_offset >= leader_end:
             follower.last_caught_up_ms = max(follower.last_caught_up_ms, now_ms)
         elif fetch_offset >= follower.last_fetch_leader_end >= 0:
@@ -56,6 +58,7 @@ class LeaderProgress:
         follower.log_end_offset = fetch_offset
         follower.last_fetch_leader_end = leader_end
         follower.last_fetch_ms = now_ms
+        return moved
 
     def end_of(self, replica: int, leader_end: int) -> int:
         if replica == self.leader:

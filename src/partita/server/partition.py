@@ -359,13 +359,12 @@ class Partition:
                 f"{self.name}: follower {replica} fetched from {fetch_offset}, "
                 f"outside [0, {leader_end}]"
             )
-        before = self.progress.end_of(replica, leader_end)
-        self.progress.record_fetch(replica, fetch_offset, leader_end, elapsed_ms())
+        moved = self.progress.record_fetch(replica, fetch_offset, leader_end, elapsed_ms())
         self.maybe_expand_isr(replica)
         # Only a follower that moved can move the high watermark (Kafka's rule too): an
         # idle partition's fetches otherwise recomputed it over the ISR every time, a
         # fifth of a leader's time with 10,000 partitions.
-        if fetch_offset != before:
+        if moved:
             self.maybe_advance_high_watermark()
 
     def maybe_advance_high_watermark(self) -> bool:

@@ -57,6 +57,13 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
+def make_durable(path: Path) -> None:
+    """What ``write_atomically(durable=False)`` left out: fsync the file, then the
+    directory that holds its name."""
+    fsync_path(path)
+    fsync_path(path.parent)
+
+
 def _read_lines(path: Path, fields: int) -> list[list[str]]:
     lines = path.read_text(encoding="utf-8").splitlines()
     if len(lines) < 2:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from partita.storage.checkpoint import (
     CheckpointCorruptError,
-    fsync_path,
+    make_durable,
     read_epochs,
     write_epochs,
 )
@@ -123,8 +123,7 @@ class LeaderEpochCache:
             return
         self.unsynced = False  # first: a flush from now on is synced next time
         try:
-            fsync_path(self.path)
-            fsync_path(self.path.parent)
+            make_durable(self.path)
         except FileNotFoundError:
             return  # the partition was deleted meanwhile
         except OSError:

@@ -285,7 +285,7 @@ class LogManager:
 
     def _record_topic_id(self, directory: Path, topic_id: uuid.UUID) -> None:
         try:
-            write_topic_id(directory, topic_id, durable=False)
+            write_topic_id(directory, topic_id)
         except OSError as exc:
             raise KafkaStorageError(f"cannot record the topic id in {directory}: {exc}") from exc
         self._unsynced_ids.append(directory)

@@ -16,7 +16,7 @@ import binascii
 import uuid
 from pathlib import Path
 
-from partita.storage.checkpoint import fsync_path, write_atomically
+from partita.storage.checkpoint import make_durable, write_atomically
 
 PARTITION_METADATA = "partition.metadata"
 
@@ -44,18 +44,17 @@ def read_topic_id(directory: Path) -> uuid.UUID | None:
     return None
 
 
-def write_topic_id(directory: Path, topic_id: uuid.UUID, *, durable: bool = True) -> None:
-    """Record ``topic_id``; without ``durable``, the file is written and renamed but not
-    fsynced (``sync_topic_id`` does that later): a crash before then leaves no file or
-    an empty one, which reads as no id recorded, and the directory is adopted again."""
+def write_topic_id(directory: Path, topic_id: uuid.UUID) -> None:
+    """Record ``topic_id``: written and renamed but not fsynced (``sync_topic_id`` does
+    that later): a crash before then leaves no file or an empty one, which reads as no
+    id recorded, and the directory is adopted again."""
     write_atomically(
         directory / PARTITION_METADATA,
         f"version: 0\ntopic_id: {kafka_uuid_text(topic_id)}\n",
-        durable=durable,
+        durable=False,
     )
 
 
 def sync_topic_id(directory: Path) -> None:
-    """Make a ``write_topic_id(durable=False)`` durable: the file, then its directory."""
-    fsync_path(directory / PARTITION_METADATA)
-    fsync_path(directory)
+    """Make a ``write_topic_id`` durable."""
+    make_durable(directory / PARTITION_METADATA)
