@@ -21,6 +21,9 @@ command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 # libfaketime steps one broker's wall clock in the clock-jump tests.
 dpkg -s libfaketime >/dev/null 2>&1 || missing+=(libfaketime)
+# the console's browser tests drive Debian's headless chromium through its driver.
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 java_major=$( (java -version 2>&1 || true) | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
 if [ -z "${java_major}" ] || [ "${java_major}" -lt 17 ]; then missing+=(openjdk-17-jre-headless); fi
 

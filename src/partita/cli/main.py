@@ -93,6 +93,11 @@ COMMANDS = {
         "app",
         "Client quotas: byte rates and request time per user or client id.",
     ),
+    "console": LazyCommand(
+        "partita.cli.console_cmd",
+        "console",
+        "Serve a web console: the cluster, topics, groups, reassignment, sizing; live.",
+    ),
     "pipeline": LazyCommand(
         "partita.cli.pipeline_cmd",
         "run",

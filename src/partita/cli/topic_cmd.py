@@ -147,3 +147,51 @@ def delete(topic: str = typer.Argument(...), bootstrap: str = bootstrap_option()
     """Delete a topic and all its data."""
     run_admin(bootstrap, lambda a: a.delete_topic(topic))
     stdout_console().print(f"deleted topic {topic}")
+
+
+@app.command()
+def advise(
+    target_mb_s: float = typer.Option(
+        ..., "--target-mb-s", help="The throughput the topic must carry, in MB/s (10^6 bytes)."
+    ),
+    record_size: int = typer.Option(1024, "--record-size", help="Bytes per record value."),
+    acks: str = typer.Option("all", "--acks", help="The producers' acks: 0, 1 or all."),
+    seconds: float = typer.Option(5.0, "--seconds", help="How long the produce run lasts."),
+    bootstrap: str = bootstrap_option(),
+) -> None:
+    """How many partitions a topic needs, measured on this cluster.
+
+    partitions = ceil(target / one partition's throughput). One partition's throughput is
+    measured here: a produce run of --seconds into a one-partition scratch topic (deleted
+    after), then one read back; the lesser of the two is the denominator. The answer is
+    rounded up to a multiple of the broker count, so the partitions spread evenly.
+
+    Example: partita topic advise --target-mb-s 200 --record-size 512 --acks all
+    """
+    if target_mb_s <= 0 or not 0 < record_size <= 10_000_000 or seconds <= 0:
+        raise fail("--target-mb-s and --seconds must be above 0, --record-size 1 B to 10 MB")
+    if acks not in ("0", "1", "all", "-1"):
+        raise fail(f"--acks is 0, 1 or all, not {acks!r}")
+    from rich.progress import Progress, SpinnerColumn, TextColumn  # noqa: PLC0415
+
+    from partita.console import advisor  # noqa: PLC0415
+
+    async def go() -> tuple[advisor.Measurement, int]:
+        return await advisor.measure(bootstrap, client_settings(), record_size, acks, seconds)
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), transient=True) as bar:
+        bar.add_task(f"measuring one partition for {seconds:g} s (scratch topic)…")
+        measurement, brokers = run_client(bootstrap, go())
+    advice = advisor.advise(target_mb_s, measurement, brokers)
+    out = stdout_console()
+    out.print(
+        f"one partition here: produce {measurement.produce_mb_s:.1f} MB/s, consume "
+        f"{measurement.consume_mb_s:.1f} MB/s ({measurement.records} records of "
+        f"{record_size} B, acks={acks})"
+    )
+    out.print(
+        f"ceil({target_mb_s:g} / {measurement.partition_mb_s:.1f}) = {advice.needed}, "
+        f"rounded to a multiple of {brokers} broker(s): [bold]{advice.partitions} partitions[/bold]"
+    )
+    for warning in advice.warnings:
+        out.print(f"- {warning}", highlight=False)

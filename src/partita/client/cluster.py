@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from partita.client.bootstrap import parse_bootstrap
-from partita.client.connection import BrokerConnection, ConnectionLostError
+from partita.client.connection import BrokerConnection, ConnectionLostError, RequestTally
 from partita.client.error_names import describe_error_code
 from partita.client.security import ClientSecurity
 from partita.cluster.model import valid_topic_name
@@ -92,6 +92,7 @@ class Cluster:
         # a broker never has two connections (requests on one stay in order).
         self._connecting: dict[int, asyncio.Lock] = {}
         self._bootstrap_connection: BrokerConnection | None = None
+        self.tally = RequestTally()
 
     async def any_connection(self) -> BrokerConnection:
         """A connection to some broker, as Kafka's least-loaded node: one already open if
@@ -116,7 +117,9 @@ class Cluster:
         if self._bootstrap_connection is not None and not self._bootstrap_connection.closed:
             return self._bootstrap_connection
         for host, port in self.bootstrap:
-            connection = BrokerConnection(host, port, self.client_id, security=self.security)
+            connection = BrokerConnection(
+                host, port, self.client_id, security=self.security, tally=self.tally
+            )
             try:
                 await connection.connect()
             except OSError as exc:
@@ -138,7 +141,9 @@ class Cluster:
                 # A partition without a leader (-1), or a broker the metadata no longer lists.
                 raise LeaderNotAvailableError(f"broker {node_id} is not in the cluster's metadata")
             host, port = self.brokers[node_id]
-            connection = BrokerConnection(host, port, self.client_id, security=self.security)
+            connection = BrokerConnection(
+                host, port, self.client_id, security=self.security, tally=self.tally
+            )
             await connection.connect()
             self._connections[node_id] = connection
             if existing is not None:

@@ -150,6 +150,16 @@ def _response_body_start(frame: memoryview, api_key: int, flexible: bool) -> int
     return skip_tagged_fields(frame, 4)
 
 
+class RequestTally:
+    """Requests sent over a client's connections, however many it opened and closed: the
+    console reports the load it puts on the cluster from it."""
+
+    __slots__ = ("sent",)
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+
 class BrokerConnection:
     def __init__(
         self,
@@ -158,7 +168,9 @@ class BrokerConnection:
         client_id: str = "partita",
         request_timeout_ms: int = 330_000,
         security: ClientSecurity | None = None,
+        tally: RequestTally | None = None,
     ) -> None:
+        self.tally = tally
         self.security = security or PLAINTEXT
         # Long enough for a JoinGroup parked through a full rebalance (5 min by default).
         self.request_timeout = request_timeout_ms / 1000
@@ -252,6 +264,8 @@ class BrokerConnection:
             raise ConnectionLostError(f"connection to {self.host}:{self.port} is closed")
         correlation = self._next_correlation
         self._next_correlation = (correlation + 1) & 0x7FFFFFFF
+        if self.tally is not None:
+            self.tally.sent += 1
         chunked = getattr(message, "frame_chunks", None)
         if chunked is not None:
             # Framed by hand (protocol.produce_request): record sets are written as they

@@ -95,7 +95,11 @@ async def find_coordinator(
             f"no coordinator for {kind} {key!r}: {describe_error_code(response.error_code)}",
         )
     coordinator = BrokerConnection(
-        response.host, response.port, cluster.client_id, security=cluster.security
+        response.host,
+        response.port,
+        cluster.client_id,
+        security=cluster.security,
+        tally=cluster.tally,
     )
     await coordinator.connect()
     return coordinator

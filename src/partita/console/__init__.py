@@ -1,0 +1,1 @@
+"""partita console: a web UI over any Kafka-compatible cluster (partita console)."""

@@ -1,0 +1,291 @@
+"""One poll of the cluster per interval, shared by every open page.
+
+The console learns everything through Kafka's APIs, as any client would (so it works
+against Apache Kafka too): Metadata for brokers, leaders, replicas and ISRs; ListOffsets
+for log start and end; DescribeLogDirs for sizes; ListGroups, DescribeGroups and
+OffsetFetch for groups; ListPartitionReassignments for moves in progress. One task polls;
+pages wait for the next snapshot, so ten open tabs cost the cluster what one does.
+
+A poll never stalls the console on a sick cluster: each step has a deadline, a broker
+that does not answer is reported (``Snapshot.warnings``) and the rest is shown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from partita.client.admin import AsyncAdmin, TopicDescription
+from partita.client.security import ClientSecurity
+from partita.console.history import History
+from partita.console.model import (
+    Broker,
+    Group,
+    Member,
+    PartitionLag,
+    PartitionState,
+    Snapshot,
+    Topic,
+    TopicPartition,
+)
+from partita.protocol.consumer_requests import ListOffsetsRequestV7
+
+log = structlog.get_logger("partita.console")
+
+EARLIEST, LATEST = -2, -1
+STEP_TIMEOUT_S = 5.0
+# Groups described per poll, at most: a cluster with thousands of groups shows the first
+# ones by name (the groups page says so) rather than costing the cluster a poll each.
+MAX_GROUPS = 200
+GROUP_CONCURRENCY = 8
+
+
+class Sampler:
+    def __init__(
+        self,
+        bootstrap: str,
+        security: ClientSecurity | Mapping[str, str] | None = None,
+        interval_s: float = 2.0,
+        client_id: str = "partita-console",
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.admin = AsyncAdmin(bootstrap, client_id=client_id, security=security)
+        self.interval_s = interval_s
+        self.history = History()
+        self.snapshot = Snapshot(time.time(), error="waiting for the first answer")
+        self.version = 0
+        self.last_poll_s = 0.0
+        self._changed = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def requests_sent(self) -> int:
+        return self.admin.cluster.tally.sent
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        with contextlib.suppress(Exception):
+            await self.admin.stop()
+
+    async def wait_newer(self, version: int, timeout: float) -> int:
+        """The version after ``version`` once there is one, or ``version`` at timeout."""
+        async with self._changed:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._changed.wait_for(lambda: self.version > version)
+            return self.version
+
+    async def poll_now(self) -> None:
+        """Poll at once (after an action from a page, so it shows without waiting)."""
+        await self._publish(await self.poll())
+
+    async def _publish(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.history.add(snapshot)
+        async with self._changed:
+            self.version += 1
+            self._changed.notify_all()
+
+    async def _run(self) -> None:
+        while True:
+            started = time.monotonic()
+            await self._publish(await self.poll())
+            self.last_poll_s = time.monotonic() - started
+            # A poll that takes long (10,000 partitions on a busy cluster) spaces the next
+            # one out: the console never takes more than a third of its time polling.
+            await asyncio.sleep(max(self.interval_s - self.last_poll_s, 2 * self.last_poll_s))
+
+    async def poll(self) -> Snapshot:
+        now = time.time()
+        try:
+            async with asyncio.timeout(STEP_TIMEOUT_S):
+                await self.admin.cluster.refresh([])
+                described = await self.admin.describe_cluster()
+                topics = await self.admin.describe_topics(None)
+        except Exception as exc:
+            log.warning("console.poll_failed", bootstrap=self.bootstrap, error=str(exc))
+            return Snapshot(
+                now,
+                error=f"cannot reach the cluster at {self.bootstrap}: {_reason(exc)}",
+            )
+        brokers = tuple(
+            Broker(b.node_id, b.host, b.port, b.rack, alive=True) for b in described.brokers
+        )
+        warnings: list[str] = []
+        live = [b.node_id for b in brokers]
+        offsets, sizes, groups, moves = await asyncio.gather(
+            self._offsets(topics, warnings),
+            self._sizes(live, warnings),
+            self._groups(warnings),
+            self._reassignments(warnings),
+        )
+        starts, ends = offsets
+        built = tuple(
+            Topic(
+                t.name,
+                t.internal,
+                tuple(
+                    PartitionState(
+                        t.name,
+                        p.partition,
+                        p.leader,
+                        tuple(p.replicas),
+                        tuple(p.isr),
+                        tuple(p.offline),
+                        starts.get((t.name, p.partition)),
+                        ends.get((t.name, p.partition)),
+                        {
+                            b: s[(t.name, p.partition)]
+                            for b, s in sizes.items()
+                            if (t.name, p.partition) in s
+                        },
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in topics
+        )
+        lagged = tuple(_with_lag(g, ends) for g in groups)
+        return Snapshot(
+            now,
+            described.cluster_id,
+            described.controller,
+            brokers,
+            built,
+            lagged,
+            moves,
+            warnings=tuple(warnings),
+        )
+
+    async def _offsets(
+        self, topics: list[TopicDescription], warnings: list[str]
+    ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        by_leader: dict[int, dict[str, list[int]]] = {}
+        for t in topics:
+            for p in t.partitions:
+                if p.leader >= 0:
+                    by_leader.setdefault(p.leader, {}).setdefault(t.name, []).append(p.partition)
+        starts: dict[TopicPartition, int] = {}
+        ends: dict[TopicPartition, int] = {}
+
+        async def ask(leader: int, asked: dict[str, list[int]]) -> None:
+            for spec, into in ((EARLIEST, starts), (LATEST, ends)):
+                request = ListOffsetsRequestV7(
+                    [
+                        (name, [(index, spec) for index in indexes])
+                        for name, indexes in asked.items()
+                    ]
+                )
+                connection = await self.admin.cluster.connection(leader)
+                response: Any = await connection.request(request)
+                for topic in response.topics:
+                    for p in topic.partitions:
+                        if not p.error_code:
+                            into[(topic.name, p.partition_index)] = p.offset
+
+        await self._each(
+            {leader: ask(leader, asked) for leader, asked in by_leader.items()},
+            "offsets",
+            warnings,
+        )
+        return starts, ends
+
+    async def _sizes(
+        self, live: list[int], warnings: list[str]
+    ) -> dict[int, dict[TopicPartition, int]]:
+        sizes: dict[int, dict[TopicPartition, int]] = {}
+
+        async def ask(node: int) -> None:
+            sizes[node] = await self.admin.describe_log_dirs(node)
+
+        await self._each({node: ask(node) for node in live}, "log sizes", warnings)
+        return sizes
+
+    async def _each(self, calls: dict[int, Any], what: str, warnings: list[str]) -> None:
+        """Run one call per broker, each within the step deadline; a broker that fails is
+        named in the warnings, the others' answers are kept."""
+
+        async def bounded(node: int, call: Any) -> None:
+            try:
+                async with asyncio.timeout(STEP_TIMEOUT_S):
+                    await call
+            except Exception as exc:
+                warnings.append(f"broker {node} did not answer for {what}: {_reason(exc)}")
+
+        await asyncio.gather(*(bounded(node, call) for node, call in calls.items()))
+
+    async def _groups(self, warnings: list[str]) -> list[Group]:
+        try:
+            async with asyncio.timeout(STEP_TIMEOUT_S):
+                listed = await self.admin.list_groups()
+        except Exception as exc:
+            warnings.append(f"cannot list consumer groups: {_reason(exc)}")
+            return []
+        if len(listed) > MAX_GROUPS:
+            warnings.append(f"{len(listed)} groups: the first {MAX_GROUPS} by name are shown")
+        gate = asyncio.Semaphore(GROUP_CONCURRENCY)
+
+        async def describe(group_id: str, state: str) -> Group:
+            async with gate:
+                try:
+                    async with asyncio.timeout(STEP_TIMEOUT_S):
+                        info = await self.admin.describe_group(group_id)
+                        committed = await self.admin.group_offsets(group_id)
+                except Exception as exc:
+                    return Group(group_id, state, "", (), (), error=_reason(exc))
+            members = tuple(
+                Member(m.member_id, m.client_id, m.host, tuple(m.assignment)) for m in info.members
+            )
+            owners = {tp: m.client_id or m.member_id for m in members for tp in m.assignment}
+            partitions = tuple(
+                PartitionLag(tp[0], tp[1], committed.get(tp), None, owners.get(tp))
+                for tp in sorted(set(owners) | set(committed))
+            )
+            return Group(group_id, info.state, info.protocol, members, partitions)
+
+        return list(
+            await asyncio.gather(*(describe(g.group_id, g.state) for g in listed[:MAX_GROUPS]))
+        )
+
+    async def _reassignments(
+        self, warnings: list[str]
+    ) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
+        try:
+            async with asyncio.timeout(STEP_TIMEOUT_S):
+                return await self.admin.list_partition_reassignments()
+        except Exception as exc:
+            warnings.append(f"cannot list reassignments in progress: {_reason(exc)}")
+            return {}
+
+
+def _with_lag(group: Group, ends: dict[TopicPartition, int]) -> Group:
+    return Group(
+        group.group_id,
+        group.state,
+        group.protocol,
+        group.members,
+        tuple(
+            PartitionLag(
+                p.topic, p.partition, p.committed, ends.get((p.topic, p.partition)), p.owner
+            )
+            for p in group.partitions
+        ),
+        group.error,
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {STEP_TIMEOUT_S:g} s"
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,26 @@
+// The console's only script: keep the page's live part current from its event stream.
+// The server renders every fragment (escaped there); this swaps it in. Without it, the
+// pages still work: reload to update.
+(function () {
+  "use strict";
+  const live = document.getElementById("live");
+  const dot = document.getElementById("connection");
+  if (!live || !live.dataset.stream || !window.EventSource) return;
+  let updates = 0;
+  function connect() {
+    const source = new EventSource(live.dataset.stream);
+    source.addEventListener("update", function (event) {
+      // Keep the reader's place: a select open in the live part is not replaced mid-choice.
+      if (live.contains(document.activeElement) && document.activeElement.tagName === "SELECT") return;
+      live.innerHTML = event.data;
+      updates += 1;
+      document.body.dataset.updates = String(updates);
+      if (dot) { dot.className = "connection up"; dot.title = "live: updated " + new Date().toLocaleTimeString(); }
+    });
+    source.onerror = function () {
+      // EventSource reconnects by itself; say so meanwhile.
+      if (dot) { dot.className = "connection down"; dot.title = "the console is not answering: reconnecting"; }
+    };
+  }
+  connect();
+})();
