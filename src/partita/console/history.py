@@ -58,15 +58,15 @@ class History:
         for (name, partition), end in newest.log_ends.items():
             if name != topic:
                 continue
-            first = next(
-                (
-                    pt
-                    for pt in self._points
-                    if (name, partition) in pt.log_ends and pt.log_ends[(name, partition)] <= end
-                ),
-                None,
-            )
-            if first is None or first is newest or newest.at <= first.at:
+            # Back from the newest sample while the offset only fell going back: a sample
+            # whose offset is higher than the next one's is from before a reset.
+            first = newest
+            for pt in reversed(self._points):
+                then = pt.log_ends.get((name, partition))
+                if then is None or then > first.log_ends[(name, partition)]:
+                    break
+                first = pt
+            if first is newest or newest.at <= first.at:
                 out[partition] = (0.0, 0.0)
                 continue
             seconds = newest.at - first.at

@@ -7,20 +7,25 @@
   const dot = document.getElementById("connection");
   if (!live || !live.dataset.stream || !window.EventSource) return;
   let updates = 0;
-  function connect() {
-    const source = new EventSource(live.dataset.stream);
-    source.addEventListener("update", function (event) {
-      // Keep the reader's place: a select open in the live part is not replaced mid-choice.
-      if (live.contains(document.activeElement) && document.activeElement.tagName === "SELECT") return;
-      live.innerHTML = event.data;
-      updates += 1;
-      document.body.dataset.updates = String(updates);
-      if (dot) { dot.className = "connection up"; dot.title = "live: updated " + new Date().toLocaleTimeString(); }
-    });
-    source.onerror = function () {
-      // EventSource reconnects by itself; say so meanwhile.
-      if (dot) { dot.className = "connection down"; dot.title = "the console is not answering: reconnecting"; }
-    };
-  }
-  connect();
+  // A form in the live part that the reader has started to fill (brokers ticked, topics
+  // chosen) is not replaced under them: updates wait until it is sent.
+  let editing = false;
+  live.addEventListener("input", function () { editing = true; });
+  live.addEventListener("change", function () { editing = true; });
+  live.addEventListener("submit", function () { editing = false; });
+  const source = new EventSource(live.dataset.stream);
+  source.addEventListener("update", function (event) {
+    if (editing) {
+      if (dot) { dot.className = "connection paused"; dot.title = "updates paused while you edit"; }
+      return;
+    }
+    live.innerHTML = event.data;
+    updates += 1;
+    document.body.dataset.updates = String(updates);
+    if (dot) { dot.className = "connection up"; dot.title = "live: updated " + new Date().toLocaleTimeString(); }
+  });
+  source.onerror = function () {
+    // EventSource reconnects by itself; say so meanwhile.
+    if (dot) { dot.className = "connection down"; dot.title = "the console is not answering: reconnecting"; }
+  };
 })();

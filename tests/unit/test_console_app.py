@@ -1,0 +1,98 @@
+"""The console's pages without a cluster: what an unreachable cluster shows, escaping,
+refusals. (Against a real cluster and a real browser: tests/console.)"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from starlette.testclient import TestClient
+
+from partita.console.app import Console, Settings, create_app
+from partita.console.model import (
+    Broker,
+    Group,
+    Member,
+    PartitionLag,
+    PartitionState,
+    Snapshot,
+    Topic,
+)
+
+EVIL = "<script>alert(1)</script>"
+UNREACHABLE = "127.0.0.1:1"
+
+
+def console_of(client: TestClient) -> Console:
+    console: Console = client.app.state.console  # type: ignore[attr-defined]
+    return console
+
+
+@pytest.fixture
+def client() -> Iterator[TestClient]:
+    # A poll an hour apart: the test sets the snapshot after the first (failed) one.
+    app = create_app(Settings(UNREACHABLE, interval_s=3600))
+    with TestClient(app) as client:
+        sampler = console_of(client).sampler
+        deadline = time.monotonic() + 30
+        while sampler.version == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        yield client
+
+
+def test_an_unreachable_cluster_is_a_message_not_a_trace(client: TestClient) -> None:
+    for path in ("/cluster", "/topics", "/groups", "/reassign", "/topic?name=x", "/group?id=y"):
+        page = client.get(path)
+        assert page.status_code == 200, path
+        assert f"cannot reach the cluster at {UNREACHABLE}" in page.text, path
+        assert "Traceback" not in page.text
+
+
+def test_unknown_pages_and_views_answer_404_in_words(client: TestClient) -> None:
+    page = client.get("/no/such/page")
+    assert page.status_code == 404 and "/no/such/page" in page.text
+    assert client.get("/stream?view=nothing").status_code == 404
+
+
+def test_every_value_from_the_cluster_is_escaped(client: TestClient) -> None:
+    partition = PartitionState("t", 0, 1, (1,), (1,), (), 0, 10, {1: 100})
+    console_of(client).sampler.snapshot = Snapshot(
+        time.time(),
+        "c",
+        1,
+        (Broker(1, "127.0.0.1", 9092, EVIL),),
+        (Topic("t", False, (partition,)),),
+        (
+            Group(
+                EVIL,
+                "Stable",
+                "range",
+                (Member(EVIL, EVIL, EVIL, (("t", 0),)),),
+                (PartitionLag("t", 0, 5, 10, EVIL),),
+            ),
+        ),
+        warnings=(EVIL,),
+    )
+    for path in ("/cluster", "/groups", f"/group?id={EVIL}"):
+        page = client.get(path)
+        assert page.status_code == 200
+        assert EVIL not in page.text, path
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text, path
+
+
+def test_a_plan_cannot_be_executed_unknown_and_forms_refuse_bad_input(client: TestClient) -> None:
+    page = client.post("/reassign/execute", data={"token": "made-up"})
+    assert page.status_code == 409 and "not known" in page.text
+    page = client.post("/reassign/plan", data={"broker": "x"})
+    assert page.status_code == 400 and "whole numbers" in page.text
+    page = client.post("/sizing", data={"target": "-3"})
+    assert page.status_code == 400 and "positive" in page.text
+
+
+def test_a_read_only_console_executes_nothing() -> None:
+    app = create_app(Settings(UNREACHABLE, interval_s=3600, read_only=True))
+    with TestClient(app) as client:
+        assert client.post("/reassign/execute", data={"token": "t"}).status_code == 403
+        page = client.post("/sizing", data={"target": "10"})
+        assert page.status_code == 403 and "read-only" in page.text
