@@ -68,6 +68,11 @@ def texts(browser: Any, css: str) -> list[str]:
     return found
 
 
+def click(browser: Any, by: str, what: str) -> None:
+    """Click, finding the element again if the live part was swapped under it."""
+    until(lambda: browser.find_element(by, what).click() or True, 10, f"click {what}")
+
+
 def mark_page(browser: Any) -> None:
     """A value that a reload would lose: the page must keep it while it updates."""
     browser.execute_script("window.__kept = 'still here'")
@@ -222,16 +227,18 @@ def test_a_reassignment_started_in_the_page_completes_once(
     browser.get(f"{console.url}/reassign")
     until(lambda: browser.find_element(By.ID, "plan-form"), 10)
     until(lambda: "moving" in browser.find_element(By.NAME, "topic").text, 20, "the topic listed")
-    for box in browser.find_elements(By.CSS_SELECTOR, 'input[name="broker"]'):
-        if (box.get_attribute("value") == "3") == box.is_selected():
-            box.click()  # brokers 1 and 2 checked, 3 drained
-    Select(browser.find_element(By.NAME, "topic")).select_by_value("moving")
-    browser.find_element(By.ID, "make-plan").click()
-    execute = until(lambda: browser.find_element(By.ID, "execute"), 10, "the plan page")
+    for broker in ("1", "2", "3"):
+        box = f'input[name="broker"][value="{broker}"]'
+        checked = browser.execute_script(f"return document.querySelector('{box}').checked")
+        if checked != (broker != "3"):  # brokers 1 and 2 checked, 3 drained
+            click(browser, By.CSS_SELECTOR, box)
+    until(lambda: Select(browser.find_element(By.NAME, "topic")).select_by_value("moving") or 1)
+    click(browser, By.ID, "make-plan")
+    until(lambda: browser.find_element(By.ID, "execute"), 10, "the plan page")
     assert int(texts(browser, "#moved")[0]) > 0
     token = browser.execute_script("return document.querySelector('input[name=token]').value")
     screenshot("reassign-plan")
-    execute.click()
+    click(browser, By.ID, "execute")
     until(lambda: browser.find_element(By.ID, "finished"), 90, "the reassignment done")
     screenshot("reassign")
 
@@ -269,17 +276,9 @@ def test_hostile_names_render_as_text(
         until(lambda: member.poll(500), 30, "the member reads")
         member.commit()
         browser.get(f"{console.url}/groups")
-        link = until(
-            lambda: [
-                a
-                for a in browser.find_elements(By.CSS_SELECTOR, "td.group-id a")
-                if a.text == EVIL_GROUP
-            ],
-            20,
-            "the group listed",
-        )
+        until(lambda: EVIL_GROUP in texts(browser, "td.group-id"), 20, "the group listed as text")
         no_alert(browser)
-        link[0].click()
+        click(browser, By.XPATH, f'//td[@class="group-id"]/a[text()="{EVIL_GROUP}"]')
         until(lambda: EVIL_CLIENT in texts(browser, "td.client-id"), 20, "the client id as text")
         no_alert(browser)
         assert texts(browser, "h1") == [f"Group {EVIL_GROUP}"]
@@ -304,7 +303,7 @@ def test_the_sizing_advisor_measures_and_answers(
     field = browser.find_element(By.NAME, "seconds")
     field.clear()
     field.send_keys("1")
-    browser.find_element(By.ID, "advise").click()
+    click(browser, By.ID, "advise")
     answer = until(lambda: browser.find_element(By.ID, "advice"), 90, "the advice")
     count = int(answer.text.split()[0])
     assert count >= 3 and count % 3 == 0  # spread evenly over the 3 brokers

@@ -10,6 +10,7 @@ autoescaped: a group id, client id, key or config value is text, never markup.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -20,6 +21,7 @@ from urllib.parse import urlencode
 
 import structlog
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -45,6 +47,7 @@ log = structlog.get_logger("partita.console")
 GRID_PER_PAGE = 120
 ROWS_PER_PAGE = 200
 KEY_SAMPLE_MAX_AGE_S = 30.0
+EMPTY_SAMPLE_MAX_AGE_S = 2.0
 STREAM_PING_S = 15.0
 
 
@@ -74,7 +77,7 @@ class Console:
         self.env.filters["size"] = _size
         self.env.filters["rate"] = _rate
         self.env.filters["pct"] = lambda v: f"{100 * v:.1f}%"
-        self.env.filters["ago"] = lambda at: f"{max(0.0, time.time() - at):.0f} s ago"
+        self.env.filters["clock"] = _clock
 
     def render(self, template: str, **context: Any) -> str:
         return self.env.get_template(template).render(
@@ -243,19 +246,27 @@ def _page_response(
     console: Console, request: Request, view: str, title: str, **extra: Any
 ) -> HTMLResponse:
     params = dict(request.query_params)
+    params.pop("seen", None)
     live, context = VIEWS[view](console, params)
-    stream = "/stream?" + urlencode({"view": view, **params})
+    fragment = console.render(live, **context)
+    # The stream is told what the page already shows, so its first event is not a copy
+    # of it (swapping identical content would still replace the elements under a click).
+    stream = "/stream?" + urlencode({"view": view, **params, "seen": _digest(fragment)})
     return HTMLResponse(
         console.render(
             "page.html",
             title=title,
             nav=view,
-            live=live,
+            live_html=Markup(fragment),
             stream=stream,
-            **context,
+            polled=_polled(console),
             **extra,
         )
     )
+
+
+def _digest(fragment: str) -> str:
+    return hashlib.blake2b(fragment.encode(), digest_size=8).hexdigest()
 
 
 # -- routes ----------------------------------------------------------------------------
@@ -446,15 +457,29 @@ def create_app(settings: Settings) -> Starlette:
     async def stream(request: Request) -> Response:
         params = dict(request.query_params)
         view = VIEWS.get(params.pop("view", ""))
+        seen = params.pop("seen", "")
         if view is None:
             raise HTTPException(404, "no such view")
 
         async def events() -> AsyncIterator[dict[str, str]]:
+            # The live part is sent when it changed, not every poll: an idle cluster's
+            # pages stay still (a button is not replaced under the pointer) and cost
+            # nothing but the poll time ("tick").
             version = console.sampler.version
+            last = seen
             while True:
                 version = await console.sampler.wait_newer(version, STREAM_PING_S)
+                if view is topic_view:
+                    topic = console.sampler.snapshot.topic(params.get("name", ""))
+                    if topic is not None:
+                        await _refresh_key_sample(console, topic)
                 live, context = view(console, params)
-                yield {"event": "update", "data": console.render(live, **context)}
+                fragment = console.render(live, **context)
+                digest = _digest(fragment)
+                if digest != last:
+                    last = digest
+                    yield {"event": "update", "data": fragment}
+                yield {"event": "tick", "data": _polled(console)}
 
         return EventSourceResponse(events(), ping=int(STREAM_PING_S))
 
@@ -512,9 +537,14 @@ def create_app(settings: Settings) -> Starlette:
 
 
 async def _refresh_key_sample(console: Console, topic: Topic) -> None:
-    """Sample the topic's keys when the page opens, at most every KEY_SAMPLE_MAX_AGE_S."""
+    """Sample the topic's keys when its page opens or its stream updates, at most every
+    KEY_SAMPLE_MAX_AGE_S (shared by every open page of the topic)."""
     known = console.key_samples.get(topic.name)
-    if known is not None and time.time() - known.taken_at < KEY_SAMPLE_MAX_AGE_S:
+    # An empty sample (the topic was new) is taken again soon; a full one lasts a while.
+    max_age = (
+        KEY_SAMPLE_MAX_AGE_S if known is not None and known.records else EMPTY_SAMPLE_MAX_AGE_S
+    )
+    if known is not None and time.time() - known.taken_at < max_age:
         return
     try:
         console.key_samples[topic.name] = await hot_keys.sample(
@@ -530,6 +560,20 @@ def _message(
     return HTMLResponse(
         console.render("message.html", title=title, nav="", text=text, link=link),
         status_code=status,
+    )
+
+
+def _clock(at: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(at))
+
+
+def _polled(console: Console) -> str:
+    sampler = console.sampler
+    if sampler.version == 0:
+        return "Waiting for the first poll of the cluster…"
+    return (
+        f"Polled at {_clock(sampler.snapshot.taken_at)} (every {sampler.interval_s:g} s; "
+        f"the last poll took {sampler.last_poll_s:.2f} s)"
     )
 
 

@@ -100,8 +100,9 @@ class Sampler:
     async def _run(self) -> None:
         while True:
             started = time.monotonic()
-            await self._publish(await self.poll())
+            snapshot = await self.poll()
             self.last_poll_s = time.monotonic() - started
+            await self._publish(snapshot)
             # A poll that takes long (10,000 partitions on a busy cluster) spaces the next
             # one out: the console never takes more than a third of its time polling.
             await asyncio.sleep(max(self.interval_s - self.last_poll_s, 2 * self.last_poll_s))
