@@ -30,9 +30,12 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from partita.client.admin import PartitionDescription, TopicDescription
+from partita.client.partition_layout import broker_lines
 from partita.console import advisor, charts, hot_keys
 from partita.console.history import trend
 from partita.console.model import (
+    Snapshot,
     Topic,
     broker_loads,
     grid_columns,
@@ -116,6 +119,8 @@ def cluster_view(console: Console, params: Mapping[str, str]) -> tuple[str, dict
         "missing_topic": bool(chosen_topic) and topic is None,
         "brokers": snap.broker_ids,
         "alive": alive,
+        # The seeds' picture, in words, for one topic small enough to read that way.
+        "seeds_lines": _seeds_lines(snap, topic) if topic is not None else [],
         "troubled": [
             p for t in snap.user_topics for p in t.partitions if p.offline or p.under_replicated
         ][:50],
@@ -263,6 +268,28 @@ def _page_response(
             **extra,
         )
     )
+
+
+SEEDS_LINES_MAX_PARTITIONS = 32
+
+
+def _seeds_lines(snap: Snapshot, topic: Topic) -> list[str]:
+    """``Broker 1: P0-Leader | P1-Follower``, one line per broker, as partition_layout
+    prints it for ``partita cluster describe``."""
+    if len(topic.partitions) > SEEDS_LINES_MAX_PARTITIONS:
+        return []
+    described = [
+        TopicDescription(
+            topic.name,
+            "",
+            topic.internal,
+            [
+                PartitionDescription(p.partition, p.leader, -1, list(p.replicas), list(p.isr), 0)
+                for p in topic.partitions
+            ],
+        )
+    ]
+    return broker_lines(snap.broker_ids, described, with_topic=False, down=snap.dead_brokers)
 
 
 def _digest(fragment: str) -> str:
