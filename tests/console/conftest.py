@@ -58,13 +58,20 @@ def console_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalC
 
 
 class ConsoleServer:
-    def __init__(self, cluster: LocalCluster, log: Path) -> None:
+    def __init__(
+        self,
+        cluster: LocalCluster,
+        log: Path,
+        options: list[str] | None = None,
+        console_options: list[str] | None = None,
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "partita.cli.main", "-b", cluster.bootstrap, "console",
-             "--listen", f"127.0.0.1:{self.port}", "--interval", "0.5"],
+            [sys.executable, "-m", "partita.cli.main", "-b", cluster.bootstrap, *(options or []),
+             "console", "--listen", f"127.0.0.1:{self.port}", "--interval", "0.5",
+             *(console_options or [])],
             stdout=log.open("w"),
             stderr=subprocess.STDOUT,
         )  # fmt: skip

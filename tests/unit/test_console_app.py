@@ -45,7 +45,7 @@ def test_an_unreachable_cluster_is_a_message_not_a_trace(client: TestClient) -> 
     for path in ("/cluster", "/topics", "/groups", "/reassign", "/topic?name=x", "/group?id=y"):
         page = client.get(path)
         assert page.status_code == 200, path
-        assert f"cannot reach the cluster at {UNREACHABLE}" in page.text, path
+        assert f"cannot read the cluster at {UNREACHABLE}" in page.text, path
         assert "Traceback" not in page.text
 
 

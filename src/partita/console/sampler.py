@@ -118,7 +118,7 @@ class Sampler:
             log.warning("console.poll_failed", bootstrap=self.bootstrap, error=str(exc))
             return Snapshot(
                 now,
-                error=f"cannot reach the cluster at {self.bootstrap}: {_reason(exc)}",
+                error=f"cannot read the cluster at {self.bootstrap}: {_reason(exc)}",
             )
         brokers = tuple(
             Broker(b.node_id, b.host, b.port, b.rack, alive=True) for b in described.brokers
