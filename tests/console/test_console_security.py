@@ -110,7 +110,9 @@ def test_a_wrong_password_is_one_clear_line_on_every_page(
 ) -> None:
     console = console_as(sasl_cluster, tmp_path, "viewer", "not-the-password")
     try:
-        page = until(lambda: (p := console.get("/cluster")[1]) and "cannot read the cluster" in p and p, 30)
+        page = until(
+            lambda: (p := console.get("/cluster")[1]) and "cannot read the cluster" in p and p, 30
+        )
         assert "Invalid client credentials" in page
         assert "Traceback" not in page
     finally:
