@@ -96,7 +96,7 @@ COMMANDS = {
     "console": LazyCommand(
         "partita.cli.console_cmd",
         "console",
-        "Serve a web console: the cluster, topics, groups, reassignment, sizing; live.",
+        "Serve a web console for a cluster (partita or Apache Kafka).",
     ),
     "pipeline": LazyCommand(
         "partita.cli.pipeline_cmd",

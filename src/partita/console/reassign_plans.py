@@ -12,7 +12,8 @@ import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from partita.cluster import rebalance_plan
+from partita.cluster.rebalance_plan import moves as moved_replicas
+from partita.cluster.rebalance_plan import plan as minimal_moves
 from partita.console.model import TopicPartition
 
 Assignment = dict[TopicPartition, list[int]]
@@ -67,13 +68,13 @@ class PlanBook:
         racks: Mapping[int, str | None],
         sizes: Mapping[TopicPartition, int],
     ) -> Plan:
-        planned = rebalance_plan.plan(current, brokers, racks)
+        planned = minimal_moves(current, brokers, racks)
         plan = Plan(
             secrets.token_urlsafe(12),
             tuple(sorted(brokers)),
             {tp: list(r) for tp, r in current.items()},
             planned,
-            rebalance_plan.moves(current, planned),
+            moved_replicas(current, planned),
             bytes_to_move(current, planned, sizes),
         )
         self._plans[plan.token] = plan
