@@ -130,6 +130,7 @@ def test_lag_history_and_its_trend() -> None:
         group = Group("g", "Stable", "range", (), (PartitionLag("t", 0, committed, 1000, None),))
         history.add(Snapshot(at, groups=(group,)))
     assert history.lag_series("g") == [1000, 700, 400, 100]
+    assert history.partition_lag_series("g", "t", 0) == [1000, 700, 400, 100]
     assert trend(history.lag_series("g")) == "draining"
     assert trend([1, 1, 5, 9, 20, 40]) == "growing"
     assert trend([5, 5, 5]) == "steady"

@@ -200,6 +200,12 @@ def group_view(console: Console, params: Mapping[str, str]) -> tuple[str, dict[s
         "group_id": group_id,
         "group": group,
         "trend": trend(series),
+        "partition_trends": {
+            (p.topic, p.partition): trend(
+                console.sampler.history.partition_lag_series(group_id, p.topic, p.partition)
+            )
+            for p in (group.partitions if group is not None else ())
+        },
         "lag_chart": charts.line("lag (records) over the last minutes", [float(v) for v in series])
         if len(series) > 1
         else None,

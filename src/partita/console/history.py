@@ -22,6 +22,7 @@ class _Point:
     log_ends: dict[TopicPartition, int]
     sizes: dict[TopicPartition, int]
     lags: dict[str, int]
+    partition_lags: dict[tuple[str, str, int], int]
 
 
 class History:
@@ -39,7 +40,14 @@ class History:
                 if p.sizes:
                     sizes[(t.name, p.partition)] = p.leader_size
         lags = {g.group_id: g.lag for g in snapshot.groups if g.error is None}
-        self._points.append(_Point(snapshot.taken_at, log_ends, sizes, lags))
+        partition_lags = {
+            (g.group_id, p.topic, p.partition): p.lag
+            for g in snapshot.groups
+            if g.error is None
+            for p in g.partitions
+            if p.lag is not None
+        }
+        self._points.append(_Point(snapshot.taken_at, log_ends, sizes, lags, partition_lags))
         while self._points and snapshot.taken_at - self._points[0].at > self.window_s:
             self._points.popleft()
 
@@ -92,6 +100,10 @@ class History:
 
     def lag_series(self, group_id: str) -> list[int]:
         return [pt.lags[group_id] for pt in self._points if group_id in pt.lags]
+
+    def partition_lag_series(self, group_id: str, topic: str, partition: int) -> list[int]:
+        key = (group_id, topic, partition)
+        return [pt.partition_lags[key] for pt in self._points if key in pt.partition_lags]
 
 
 def trend(series: list[int] | list[float]) -> str:
