@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from starlette.testclient import TestClient
 
-from partita.console.app import Console, Settings, create_app
+from partita.console.app import create_app
 from partita.console.model import (
     Broker,
     Group,
@@ -19,6 +19,7 @@ from partita.console.model import (
     Snapshot,
     Topic,
 )
+from partita.console.state import Console, Settings
 
 EVIL = "<script>alert(1)</script>"
 UNREACHABLE = "127.0.0.1:1"

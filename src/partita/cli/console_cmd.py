@@ -36,7 +36,8 @@ def console(
         raise fail("--interval is at least 0.2 s")
     import uvicorn  # noqa: PLC0415
 
-    from partita.console.app import Settings, create_app  # noqa: PLC0415
+    from partita.console.app import create_app  # noqa: PLC0415
+    from partita.console.state import Settings  # noqa: PLC0415
     from partita.logs import configure  # noqa: PLC0415
 
     configure()

@@ -149,10 +149,16 @@ class AsyncAdmin:
         result = response.responses[0]
         check_answer(result.error_code, result.error_message, f"cannot delete topic {name!r}")
 
-    async def describe_topics(self, names: list[str] | None = None) -> list[TopicDescription]:
+    async def describe_topics(
+        self, names: list[str] | None = None, *, skip_errors: bool = False
+    ) -> list[TopicDescription]:
+        """Topics, partitions, leaders, replicas, ISRs. A topic answered with an error
+        (being deleted, not yet ready) raises, or with ``skip_errors`` is left out."""
         response = await self._request(metadata_request(names))
         out = []
         for t in response.topics:
+            if t.error_code and skip_errors:
+                continue
             if t.error_code:
                 raise AdminError(t.error_code, topic_error(t.name, t.error_code).message)
             out.append(

@@ -9,18 +9,15 @@ autoescaped: a group id, client id, key or config value is text, never markup.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 from urllib.parse import urlencode
 
 import structlog
-from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
@@ -30,227 +27,14 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from partita.client.admin import PartitionDescription, TopicDescription
-from partita.client.partition_layout import broker_lines
-from partita.console import advisor, charts, hot_keys
-from partita.console.history import trend
-from partita.console.model import (
-    Snapshot,
-    Topic,
-    broker_loads,
-    grid_columns,
-    leader_spread,
-    shares,
-)
-from partita.console.reassign_plans import PlanBook, PlanError
-from partita.console.sampler import Sampler
+from partita.console import advisor
+from partita.console.reassign_plans import PlanError
+from partita.console.state import Console, Settings, polled, refresh_key_sample
+from partita.console.views import VIEWS, topic_view
 
 log = structlog.get_logger("partita.console")
 
-GRID_PER_PAGE = 120
-ROWS_PER_PAGE = 200
-KEY_SAMPLE_MAX_AGE_S = 30.0
-EMPTY_SAMPLE_MAX_AGE_S = 2.0
 STREAM_PING_S = 15.0
-
-
-@dataclass
-class Settings:
-    bootstrap: str
-    security: Mapping[str, str] = field(default_factory=dict)
-    read_only: bool = False
-    interval_s: float = 2.0
-
-
-class Console:
-    """What the routes share: the sampler, proposed plans, key samples, the advisor."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.sampler = Sampler(settings.bootstrap, dict(settings.security), settings.interval_s)
-        self.plans = PlanBook()
-        self.key_samples: dict[str, hot_keys.KeySample] = {}
-        self.advising = asyncio.Lock()
-        self.env = Environment(
-            loader=PackageLoader("partita.console", "templates"),
-            autoescape=select_autoescape(default=True, default_for_string=True),
-            trim_blocks=True,
-            lstrip_blocks=True,
-        )
-        self.env.filters["size"] = _size
-        self.env.filters["rate"] = _rate
-        self.env.filters["pct"] = lambda v: f"{100 * v:.1f}%"
-        self.env.filters["clock"] = _clock
-
-    def render(self, template: str, **context: Any) -> str:
-        return self.env.get_template(template).render(
-            read_only=self.settings.read_only, bootstrap=self.settings.bootstrap, **context
-        )
-
-
-# -- the live part of each page: a template and its context, from the newest snapshot --
-
-View = Callable[[Console, Mapping[str, str]], tuple[str, dict[str, Any]]]
-
-
-def _page(params: Mapping[str, str]) -> int:
-    try:
-        return max(1, int(params.get("page", "1")))
-    except ValueError:
-        return 1
-
-
-def cluster_view(console: Console, params: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
-    snap = console.sampler.snapshot
-    chosen_topic = params.get("topic", "")
-    topic = snap.topic(chosen_topic) if chosen_topic else None
-    topics = (topic,) if topic is not None else snap.user_topics
-    loads = broker_loads(snap, topics)
-    alive = {b.node_id for b in snap.brokers}
-    columns, pages = grid_columns(topics, _page(params), GRID_PER_PAGE)
-    return "cluster_live.html", {
-        "snap": snap,
-        "loads": loads,
-        "spread": leader_spread(loads, alive),
-        "columns": columns,
-        "pages": pages,
-        "page": min(_page(params), pages),
-        "topic_filter": chosen_topic,
-        "missing_topic": bool(chosen_topic) and topic is None,
-        "brokers": snap.broker_ids,
-        "alive": alive,
-        # The seeds' picture, in words, for one topic small enough to read that way.
-        "seeds_lines": _seeds_lines(snap, topic) if topic is not None else [],
-        "troubled": [
-            p for t in snap.user_topics for p in t.partitions if p.offline or p.under_replicated
-        ][:50],
-    }
-
-
-def topics_view(console: Console, params: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
-    snap = console.sampler.snapshot
-    every = snap.topics
-    pages = max(1, -(-len(every) // ROWS_PER_PAGE))
-    page = min(_page(params), pages)
-    rows = []
-    for t in every[(page - 1) * ROWS_PER_PAGE : page * ROWS_PER_PAGE]:
-        rates = console.sampler.history.rates(t.name)
-        rows.append(
-            (
-                t,
-                sum(r for r, _b in rates.values()),
-                sum(b for _r, b in rates.values()),
-                any(s.hot for s in shares(t)),
-            )
-        )
-    return "topics_live.html", {"snap": snap, "rows": rows, "page": page, "pages": pages}
-
-
-def topic_view(console: Console, params: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
-    snap = console.sampler.snapshot
-    name = params.get("name", "")
-    topic = snap.topic(name)
-    context: dict[str, Any] = {"snap": snap, "name": name, "topic": topic}
-    if topic is None:
-        return "topic_live.html", context
-    rates = console.sampler.history.rates(name)
-    record_rates = {p: r for p, (r, _b) in rates.items()}
-    every = list(topic.partitions)
-    pages = max(1, -(-len(every) // ROWS_PER_PAGE))
-    page = min(_page(params), pages)
-    shown = every[(page - 1) * ROWS_PER_PAGE : page * ROWS_PER_PAGE]
-    topic_shares = {s.partition: s for s in shares(topic, record_rates)}
-    context.update(
-        page=page,
-        pages=pages,
-        partitions=shown,
-        rates=rates,
-        shares=topic_shares,
-        hot=[s for s in topic_shares.values() if s.hot],
-        keys=console.key_samples.get(name),
-        remedies=hot_keys.REMEDIES,
-        rate_chart=charts.bars(
-            "records/s per partition",
-            [str(p.partition) for p in shown],
-            [round(rates.get(p.partition, (0.0, 0.0))[0], 1) for p in shown],
-        ),
-        share_chart=charts.bars(
-            "share of the topic's records (%)",
-            [str(p.partition) for p in shown],
-            [round(100 * topic_shares[p.partition].record_share, 1) for p in shown],
-        ),
-    )
-    return "topic_live.html", context
-
-
-def groups_view(console: Console, params: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
-    snap = console.sampler.snapshot
-    history = console.sampler.history
-    rows = [(g, trend(history.lag_series(g.group_id))) for g in snap.groups]
-    return "groups_live.html", {"snap": snap, "rows": rows}
-
-
-def group_view(console: Console, params: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
-    snap = console.sampler.snapshot
-    group_id = params.get("id", "")
-    group = snap.group(group_id)
-    series = console.sampler.history.lag_series(group_id)
-    return "group_live.html", {
-        "snap": snap,
-        "group_id": group_id,
-        "group": group,
-        "trend": trend(series),
-        "partition_trends": {
-            (p.topic, p.partition): trend(
-                console.sampler.history.partition_lag_series(group_id, p.topic, p.partition)
-            )
-            for p in (group.partitions if group is not None else ())
-        },
-        "lag_chart": charts.line("lag (records) over the last minutes", [float(v) for v in series])
-        if len(series) > 1
-        else None,
-    }
-
-
-def reassign_view(console: Console, params: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
-    snap = console.sampler.snapshot
-    plan = None
-    error = None
-    token = params.get("token")
-    if token:
-        try:
-            plan = console.plans.get(token)
-        except PlanError as exc:
-            error = str(exc)
-    progress = []
-    if plan is not None and plan.started_at is not None:
-        for tp in plan.changed:
-            topic = snap.topic(tp[0])
-            now = (
-                next((p for p in topic.partitions if p.partition == tp[1]), None) if topic else None
-            )
-            moving = tp in snap.reassignments
-            done = now is not None and not moving and list(now.replicas) == plan.planned[tp]
-            progress.append((tp, plan.planned[tp], now, moving, done))
-    return "reassign_live.html", {
-        "snap": snap,
-        "plan": plan,
-        "plan_error": error,
-        "progress": progress,
-        "finished": bool(progress) and all(done for *_rest, done in progress),
-        "done_count": sum(1 for *_rest, done in progress if done),
-        "in_progress": sorted(snap.reassignments.items()),
-    }
-
-
-VIEWS: dict[str, View] = {
-    "cluster": cluster_view,
-    "topics": topics_view,
-    "topic": topic_view,
-    "groups": groups_view,
-    "group": group_view,
-    "reassign": reassign_view,
-}
 
 
 def _page_response(
@@ -270,32 +54,10 @@ def _page_response(
             nav=view,
             live_html=Markup(fragment),
             stream=stream,
-            polled=_polled(console),
+            polled=polled(console),
             **extra,
         )
     )
-
-
-SEEDS_LINES_MAX_PARTITIONS = 32
-
-
-def _seeds_lines(snap: Snapshot, topic: Topic) -> list[str]:
-    """``Broker 1: P0-Leader | P1-Follower``, one line per broker, as partition_layout
-    prints it for ``partita cluster describe``."""
-    if len(topic.partitions) > SEEDS_LINES_MAX_PARTITIONS:
-        return []
-    described = [
-        TopicDescription(
-            topic.name,
-            "",
-            topic.internal,
-            [
-                PartitionDescription(p.partition, p.leader, -1, list(p.replicas), list(p.isr), 0)
-                for p in topic.partitions
-            ],
-        )
-    ]
-    return broker_lines(snap.broker_ids, described, with_topic=False, down=snap.dead_brokers)
 
 
 def _digest(fragment: str) -> str:
@@ -329,7 +91,7 @@ def create_app(settings: Settings) -> Starlette:
         name = request.query_params.get("name", "")
         topic = console.sampler.snapshot.topic(name)
         if topic is not None:
-            await _refresh_key_sample(console, topic)
+            await refresh_key_sample(console, topic)
         return _page_response(console, request, "topic", f"Topic {name}")
 
     async def groups_page(request: Request) -> Response:
@@ -505,14 +267,14 @@ def create_app(settings: Settings) -> Starlette:
                 if view is topic_view:
                     topic = console.sampler.snapshot.topic(params.get("name", ""))
                     if topic is not None:
-                        await _refresh_key_sample(console, topic)
+                        await refresh_key_sample(console, topic)
                 live, context = view(console, params)
                 fragment = console.render(live, **context)
                 digest = _digest(fragment)
                 if digest != last:
                     last = digest
                     yield {"event": "update", "data": fragment}
-                yield {"event": "tick", "data": _polled(console)}
+                yield {"event": "tick", "data": polled(console)}
 
         return EventSourceResponse(events(), ping=int(STREAM_PING_S))
 
@@ -569,24 +331,6 @@ def create_app(settings: Settings) -> Starlette:
     return app
 
 
-async def _refresh_key_sample(console: Console, topic: Topic) -> None:
-    """Sample the topic's keys when its page opens or its stream updates, at most every
-    KEY_SAMPLE_MAX_AGE_S (shared by every open page of the topic)."""
-    known = console.key_samples.get(topic.name)
-    # An empty sample (the topic was new) is taken again soon; a full one lasts a while.
-    max_age = (
-        KEY_SAMPLE_MAX_AGE_S if known is not None and known.records else EMPTY_SAMPLE_MAX_AGE_S
-    )
-    if known is not None and time.time() - known.taken_at < max_age:
-        return
-    try:
-        console.key_samples[topic.name] = await hot_keys.sample(
-            console.settings.bootstrap, dict(console.settings.security), topic
-        )
-    except Exception as exc:
-        log.warning("console.key_sample_failed", topic=topic.name, error=str(exc))
-
-
 def _message(
     console: Console, title: str, text: str, status: int, link: str | None = None
 ) -> HTMLResponse:
@@ -594,34 +338,3 @@ def _message(
         console.render("message.html", title=title, nav="", text=text, link=link),
         status_code=status,
     )
-
-
-def _clock(at: float) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(at))
-
-
-def _polled(console: Console) -> str:
-    sampler = console.sampler
-    if sampler.version == 0:
-        return "Waiting for the first poll of the cluster…"
-    return (
-        f"Polled at {_clock(sampler.snapshot.taken_at)} (every {sampler.interval_s:g} s; "
-        f"the last poll took {sampler.last_poll_s:.2f} s)"
-    )
-
-
-def _size(value: int | None) -> str:
-    if value is None:
-        return "-"
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} TiB"
-
-
-def _rate(value: float) -> str:
-    if value >= 1000:
-        return f"{value / 1000:.1f}k"
-    return f"{value:.1f}" if value else "0"

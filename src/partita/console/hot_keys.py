@@ -21,6 +21,7 @@ from partita.client.security import ClientSecurity
 from partita.console.model import Topic
 
 SAMPLE_RECORDS = 2000
+SAMPLE_PARTITIONS = 200
 SAMPLE_BUDGET_S = 3.0
 TOP_KEYS = 10
 MIN_HOT_RECORDS = 20
@@ -93,9 +94,14 @@ async def sample(
     and rank their keys."""
     total = topic.records
     wanted: dict[tuple[str, int], tuple[int, int]] = {}
-    for p in topic.partitions:
-        if p.log_end is None or p.leader < 0 or not p.records:
-            continue
+    # The partitions holding the most records, at most SAMPLE_PARTITIONS of them: a
+    # topic of 10,000 partitions is sampled where its records are.
+    holding = sorted(
+        (p for p in topic.partitions if p.log_end is not None and p.leader >= 0 and p.records),
+        key=lambda p: -p.records,
+    )[:SAMPLE_PARTITIONS]
+    for p in holding:
+        assert p.log_end is not None
         # Each partition gives in proportion to what it holds, so a key's share of the
         # sample is its share of the topic's newest records.
         take = max(1, math.ceil(SAMPLE_RECORDS * p.records / total))
