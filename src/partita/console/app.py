@@ -1,10 +1,11 @@
 """The console's web application: pages rendered on the server, kept live by one
 server-sent event stream per page.
 
-Every page is a shell (``base.html``) around a *live part*: a template rendered from the
-sampler's newest snapshot. The page's stream (``/stream?view=...``) sends that part again
-each time a poll finishes; the browser's only script swaps it in. Templates are
-autoescaped: a group id, client id, key or config value is text, never markup.
+Every page is a shell (``base.html``) around a *live part* (``views``): a template
+rendered from the sampler's newest snapshot. The page's stream (``/stream?view=...``)
+renders it after each poll and sends it when it changed ("update"), else only the poll
+time ("tick"); the browser's only script swaps it in. Templates are autoescaped: a group
+id, client id or key is text, never markup.
 """
 
 from __future__ import annotations
