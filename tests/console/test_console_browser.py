@@ -128,8 +128,7 @@ def test_the_grid_follows_a_kill_and_a_preferred_election_without_a_reload(
         "the preferred leader back in the grid",
     )
     assert not_reloaded(browser)
-    browser.get(f"{console.url}/cluster")
-    screenshot("cluster")
+    screenshot("cluster-grid")
 
 
 def test_lag_appears_and_drains_for_a_real_consumer_group(
@@ -308,5 +307,17 @@ def test_the_sizing_advisor_measures_and_answers(
     count = int(answer.text.split()[0])
     assert count >= 3 and count % 3 == 0  # spread evenly over the 3 brokers
     screenshot("sizing")
+
+    # Last in the module: the whole cluster, every topic the tests made, for the README.
+    browser.get(f"{console.url}/cluster")
+    until(
+        lambda: (
+            len(heads := texts(browser, "#grid th.tp")) >= 20
+            and not any("partita-advise" in head for head in heads)
+        ),
+        20,
+        "the grid of every topic, the advisor's scratch topic gone",
+    )
+    screenshot("cluster")
     with admin_of(console_cluster) as admin:
         assert not [t.name for t in admin.describe_topics() if t.name.startswith("partita-advise-")]

@@ -38,6 +38,7 @@ from partita.protocol.consumer_requests import ListOffsetsRequestV7
 log = structlog.get_logger("partita.console")
 
 EARLIEST, LATEST = -2, -1
+LOG_START_EVERY_S = 30.0
 STEP_TIMEOUT_S = 5.0
 # Groups described per poll, at most: a cluster with thousands of groups shows the first
 # ones by name (the groups page says so) rather than costing the cluster a poll each.
@@ -62,6 +63,8 @@ class Sampler:
         self.last_poll_s = 0.0
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
+        self._starts: dict[TopicPartition, int] = {}
+        self._starts_at = -LOG_START_EVERY_S
 
     @property
     def requests_sent(self) -> int:
@@ -173,6 +176,10 @@ class Sampler:
     async def _offsets(
         self, topics: list[TopicDescription], warnings: list[str]
     ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        """Log end offsets every poll; log start offsets every LOG_START_EVERY_S (they move
+        only with retention and DeleteRecords; at 10,000 partitions ListOffsets is most
+        of a poll), and at once for a partition not asked before."""
+        fresh_starts = time.monotonic() - self._starts_at >= LOG_START_EVERY_S
         by_leader: dict[int, dict[str, list[int]]] = {}
         for t in topics:
             for p in t.partitions:
@@ -181,26 +188,42 @@ class Sampler:
         starts: dict[TopicPartition, int] = {}
         ends: dict[TopicPartition, int] = {}
 
-        async def ask(leader: int, asked: dict[str, list[int]]) -> None:
-            for spec, into in ((EARLIEST, starts), (LATEST, ends)):
-                request = ListOffsetsRequestV7(
-                    [
-                        (name, [(index, spec) for index in indexes])
-                        for name, indexes in asked.items()
-                    ]
-                )
-                connection = await self.admin.cluster.connection(leader)
-                response: Any = await connection.request(request)
-                for topic in response.topics:
-                    for p in topic.partitions:
-                        if not p.error_code:
-                            into[(topic.name, p.partition_index)] = p.offset
+        async def ask(
+            leader: int, asked: dict[str, list[int]], spec: int, into: dict[TopicPartition, int]
+        ) -> None:
+            request = ListOffsetsRequestV7(
+                [(name, [(index, spec) for index in indexes]) for name, indexes in asked.items()]
+            )
+            connection = await self.admin.cluster.connection(leader)
+            response: Any = await connection.request(request)
+            for topic in response.topics:
+                for p in topic.partitions:
+                    if not p.error_code:
+                        into[(topic.name, p.partition_index)] = p.offset
+
+        async def both(leader: int, asked: dict[str, list[int]]) -> None:
+            await ask(leader, asked, LATEST, ends)
+            unknown = asked
+            if not fresh_starts:
+                unknown = {}
+                for name, indexes in asked.items():
+                    for index in indexes:
+                        known = self._starts.get((name, index))
+                        if known is None:
+                            unknown.setdefault(name, []).append(index)
+                        else:
+                            starts[(name, index)] = known
+            if unknown:
+                await ask(leader, unknown, EARLIEST, starts)
 
         await self._each(
-            {leader: ask(leader, asked) for leader, asked in by_leader.items()},
+            {leader: both(leader, asked) for leader, asked in by_leader.items()},
             "offsets",
             warnings,
         )
+        if fresh_starts:
+            self._starts_at = time.monotonic()
+        self._starts = starts
         return starts, ends
 
     async def _sizes(
