@@ -50,6 +50,15 @@ def test_an_unreachable_cluster_is_a_message_not_a_trace(client: TestClient) -> 
         assert "Traceback" not in page.text
 
 
+def test_odd_query_strings_still_draw_the_page(client: TestClient) -> None:
+    for path in ("/cluster?page=-5", "/cluster?page=zz", "/cluster?page=" + "9" * 5000,
+                 "/cluster?topic=nope", "/topic", "/group", "/reassign?token=nope",
+                 "/topics?page=99999"):  # fmt: skip
+        page = client.get(path)
+        assert page.status_code == 200, path
+        assert "Traceback" not in page.text
+
+
 def test_unknown_pages_and_views_answer_404_in_words(client: TestClient) -> None:
     page = client.get("/no/such/page")
     assert page.status_code == 404 and "/no/such/page" in page.text

@@ -172,16 +172,22 @@ def create_app(settings: Settings) -> Starlette:
         await console.sampler.poll_now()
         return RedirectResponse(f"/reassign?{urlencode({'token': token})}", status_code=303)
 
-    async def sizing_page(request: Request) -> Response:
-        return HTMLResponse(
-            console.render(
-                "sizing.html", title="Sizing", nav="sizing", advice=None, error=None, form={}
-            )
+    def sizing(
+        form: dict[str, str],
+        advice: advisor.Advice | None = None,
+        error: str | None = None,
+        status: int = 200,
+    ) -> HTMLResponse:
+        page = console.render(
+            "sizing.html", title="Sizing", nav="sizing", advice=advice, error=error, form=form
         )
+        return HTMLResponse(page, status_code=status)
+
+    async def sizing_page(_request: Request) -> Response:
+        return sizing({})
 
     async def sizing_run(request: Request) -> Response:
-        form = await request.form()
-        values = {k: str(v) for k, v in form.items()}
+        values = {k: str(v) for k, v in (await request.form()).items()}
         if settings.read_only:
             return _message(
                 console,
@@ -194,37 +200,18 @@ def create_app(settings: Settings) -> Starlette:
             target = float(values.get("target", ""))
             record_size = int(values.get("record_size", "1024"))
             seconds = float(values.get("seconds", str(advisor.DEFAULT_SECONDS)))
+            acks = values.get("acks", "all")
             if not 0.5 <= seconds <= 60:
                 raise ValueError("the run lasts 0.5 to 60 seconds")
-            acks = values.get("acks", "all")
             if acks not in ("0", "1", "all", "-1"):
                 raise ValueError("acks is 0, 1 or all")
             if not 0 < target < 1e6 or not 0 < record_size <= 10_000_000:
                 raise ValueError("the target is a positive MB/s, the record size 1 B to 10 MB")
         except ValueError as exc:
-            return HTMLResponse(
-                console.render(
-                    "sizing.html",
-                    title="Sizing",
-                    nav="sizing",
-                    advice=None,
-                    error=str(exc),
-                    form=values,
-                ),
-                status_code=400,
-            )
+            return sizing(values, error=str(exc), status=400)
         if console.advising.locked():
-            return HTMLResponse(
-                console.render(
-                    "sizing.html",
-                    title="Sizing",
-                    nav="sizing",
-                    advice=None,
-                    error="A measurement is running already; try again when it is done.",
-                    form=values,
-                ),
-                status_code=409,
-            )
+            busy = "A measurement is running already; try again when it is done."
+            return sizing(values, error=busy, status=409)
         async with console.advising:
             try:
                 measurement, brokers = await advisor.measure(
@@ -233,22 +220,8 @@ def create_app(settings: Settings) -> Starlette:
                 advice = advisor.advise(target, measurement, brokers)
             except Exception as exc:
                 log.warning("console.advise_failed", error=str(exc))
-                return HTMLResponse(
-                    console.render(
-                        "sizing.html",
-                        title="Sizing",
-                        nav="sizing",
-                        advice=None,
-                        error=f"The measurement failed: {exc}",
-                        form=values,
-                    ),
-                    status_code=502,
-                )
-        return HTMLResponse(
-            console.render(
-                "sizing.html", title="Sizing", nav="sizing", advice=advice, error=None, form=values
-            )
-        )
+                return sizing(values, error=f"The measurement failed: {exc}", status=502)
+        return sizing(values, advice=advice)
 
     async def stream(request: Request) -> Response:
         params = dict(request.query_params)
