@@ -106,3 +106,20 @@ def test_a_read_only_console_executes_nothing() -> None:
         assert client.post("/reassign/execute", data={"token": "t"}).status_code == 403
         page = client.post("/sizing", data={"target": "10"})
         assert page.status_code == 403 and "read-only" in page.text
+
+
+def test_ten_thousand_partitions_are_paginated(client: TestClient) -> None:
+    partitions = tuple(
+        PartitionState("big", i, 1 + i % 3, (1 + i % 3, 1 + (i + 1) % 3), (1 + i % 3,), (), 0, i)
+        for i in range(10_000)
+    )
+    brokers = tuple(Broker(b, "127.0.0.1", 9000 + b, None) for b in (1, 2, 3))
+    console_of(client).sampler.snapshot = Snapshot(
+        time.time(), "c", 1, brokers, (Topic("big", False, partitions),)
+    )
+    page = client.get("/cluster?page=84").text
+    assert page.count("data-tp=") == 3 * (10_000 - 83 * 120)  # the last page's columns
+    assert "of 84</nav>" in page
+    page = client.get("/topic?name=big&page=2").text
+    assert page.count("data-partition=") == 200
+    assert 'data-partition="200"' in page and 'data-partition="399"' in page
