@@ -383,3 +383,68 @@ def test_log_dirs(both: Both, stamped: str) -> None:
 def test_broker_api_versions_runs(both: Both) -> None:
     for target, result in both.tool("broker-api-versions").items():
         assert "Produce(0)" in result.check().stdout, target
+
+
+def test_partita_console_shows_apache_kafka_as_it_shows_partita(both: Both) -> None:
+    """The console reads a cluster through Kafka's APIs only: against Kafka and partita
+    holding the same topic and group, its pages show the same partitions, offsets, owners
+    and lag."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
+    from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
+
+    from tests.console.conftest import free_port, until  # noqa: PLC0415
+
+    def prepare(bootstrap: str) -> None:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("console-view", 3, 1)])["console-view"].result(30)
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for i in range(30):
+            producer.produce("console-view", b"v", partition=i % 3)
+        assert producer.flush(30) == 0
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "console-group"})
+        offsets = [TopicPartition("console-view", p, 4) for p in range(3)]
+        until(lambda: consumer.commit(offsets=offsets, asynchronous=False) or True, 30)
+        consumer.close()
+
+    def seen(bootstrap: str) -> tuple[list[tuple[str, ...]], str]:
+        port = free_port()
+        console = subprocess.Popen(
+            [sys.executable, "-m", "partita.cli.main", "-b", bootstrap, "console",
+             "--listen", f"127.0.0.1:{port}", "--interval", "0.5"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+
+        def get(path: str) -> str:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+                return str(r.read().decode())
+
+        try:
+            topic = until(
+                lambda: (p := get("/topic?name=console-view")) and "30 records" in p and p, 30
+            )
+            group = until(
+                lambda: (p := get("/group?id=console-group")) and "total-lag" in p and p, 30
+            )
+            # partition, leader, then the first two numeric cells after it: log start, end
+            row = (
+                r'data-partition="(\d+)">\s*<td class="num">\d+</td>\s*'
+                r'<td class="num leader">(\d+)</td>'
+                r'.*?<td class="num">(\d+)</td>\s*<td class="num">(\d+)</td>'
+            )
+            rows = re.findall(row, topic, re.S)
+            lag = re.search(r'id="total-lag">(\d+)<', group)
+            assert lag, group
+            return sorted(rows), lag[1]
+        finally:
+            console.terminate()
+            console.wait(10)
+
+    both.each(prepare)
+    views = {target: seen(both.bootstrap[target]) for target in TARGETS}
+    assert views["partita"] == views["kafka"]
+    rows, lag = views["kafka"]
+    assert [r[0] for r in rows] == ["0", "1", "2"] and [r[2:] for r in rows] == [("0", "10")] * 3
+    assert lag == "18"  # 3 partitions x (10 - 4)

@@ -123,3 +123,19 @@ def test_ten_thousand_partitions_are_paginated(client: TestClient) -> None:
     page = client.get("/topic?name=big&page=2").text
     assert page.count("data-partition=") == 200
     assert 'data-partition="200"' in page and 'data-partition="399"' in page
+
+
+def test_a_plan_drawn_before_the_cluster_changed_is_refused(client: TestClient) -> None:
+    brokers = tuple(Broker(b, "127.0.0.1", 9000 + b, None) for b in (1, 2, 3))
+
+    def cluster_with(replicas: tuple[int, ...]) -> Snapshot:
+        p = PartitionState("t", 0, replicas[0], replicas, replicas, (), 0, 10, {})
+        return Snapshot(time.time(), "c", 1, brokers, (Topic("t", False, (p,)),))
+
+    console = console_of(client)
+    console.sampler.snapshot = cluster_with((1, 3))
+    planned = client.post("/reassign/plan", data={"broker": ["1", "2"]}, follow_redirects=False)
+    token = planned.headers["location"].split("token=")[1]
+    console.sampler.snapshot = cluster_with((3, 2))  # moved by someone else meanwhile
+    page = client.post("/reassign/execute", data={"token": token})
+    assert page.status_code == 409 and "changed since this plan was made" in page.text

@@ -17,8 +17,8 @@ from partita.console.model import (
     Snapshot,
     Topic,
     broker_loads,
-    grid_columns,
     leader_spread,
+    page_of,
     shares,
 )
 from partita.console.reassign_plans import PlanBook, PlanError, bytes_to_move
@@ -100,11 +100,13 @@ def test_traffic_alone_can_make_a_partition_hot() -> None:
     assert hot == [3]
 
 
-def test_the_grid_is_paginated() -> None:
-    t = Topic("t", False, tuple(part("t", i, 1, (1,)) for i in range(250)))
-    columns, pages = grid_columns((t,), 3, 120)
-    assert pages == 3 and [p.partition for p in columns] == list(range(240, 250))
-    assert grid_columns((t,), 99, 120)[0] == columns  # past the end: the last page
+def test_pages_of_a_long_list() -> None:
+    every = list(range(250))
+    shown, page, pages = page_of(every, 3, 120)
+    assert (page, pages) == (3, 3) and list(shown) == list(range(240, 250))
+    assert page_of(every, 99, 120) == (shown, 3, 3)  # past the end: the last page
+    assert page_of(every, -4, 120)[1] == 1
+    assert page_of([], 1, 120) == ([], 1, 1)
 
 
 def test_rates_come_from_the_window_and_survive_a_recreated_topic() -> None:
@@ -121,6 +123,25 @@ def test_rates_come_from_the_window_and_survive_a_recreated_topic() -> None:
     # Older than the window: forgotten.
     history.add(snapshot(at=200.0))
     assert history.rates("t") == {}
+
+
+def test_a_new_topic_keeps_the_others_rates() -> None:
+    history = History()
+    one = Topic("t", False, (part("t", 0, 1, (1,), end=0),))
+    history.add(snapshot(one, at=0.0))
+    history.add(
+        snapshot(Topic("t", False, (part("t", 0, 1, (1,), end=100, size=10_000),)), at=10.0)
+    )
+    # Another topic appears: t's rate is still measured from the first sample.
+    t_now = Topic("t", False, (part("t", 0, 1, (1,), end=300, size=30_000),))
+    history.add(snapshot(Topic("a", False, (part("a", 0, 1, (1,), end=5),)), t_now, at=20.0))
+    assert history.rates("t")[0] == pytest.approx((15.0, 1500.0))  # 100 B per record
+    assert history.rates("a") == {0: (0.0, 0.0)}  # one sample of it: no rate yet
+
+
+def test_a_trickle_of_traffic_does_not_make_a_partition_hot() -> None:
+    t = Topic("t", False, tuple(part("t", i, 1, (1,), end=30) for i in range(3)))
+    assert not any(s.hot for s in shares(t, {0: 0.0, 1: 0.0, 2: 0.01}))
 
 
 def test_lag_history_and_its_trend() -> None:

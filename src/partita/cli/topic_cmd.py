@@ -168,13 +168,13 @@ def advise(
 
     Example: partita topic advise --target-mb-s 200 --record-size 512 --acks all
     """
-    if target_mb_s <= 0 or not 0 < record_size <= 10_000_000 or seconds <= 0:
-        raise fail("--target-mb-s and --seconds must be above 0, --record-size 1 B to 10 MB")
+    from partita.console import advisor  # noqa: PLC0415
+
+    if target_mb_s <= 0 or not 0 < record_size <= advisor.MAX_RECORD_SIZE or seconds <= 0:
+        raise fail("--target-mb-s and --seconds must be above 0, --record-size 1 B to 1 MB")
     if acks not in ("0", "1", "all", "-1"):
         raise fail(f"--acks is 0, 1 or all, not {acks!r}")
     from rich.progress import Progress, SpinnerColumn, TextColumn  # noqa: PLC0415
-
-    from partita.console import advisor  # noqa: PLC0415
 
     async def go() -> tuple[advisor.Measurement, int]:
         return await advisor.measure(bootstrap, client_settings(), record_size, acks, seconds)

@@ -213,6 +213,13 @@ class Cluster:
             for partition, nodes in self.topics[topic].replicas.items()
         }
 
+    async def drop_connection(self, node_id: int) -> None:
+        """Close the connection to ``node_id`` (one that stopped answering): the next
+        request opens a new one."""
+        connection = self._connections.pop(node_id, None)
+        if connection is not None:
+            await connection.close()
+
     async def close(self) -> None:
         connections = list(self._connections.values())
         if self._bootstrap_connection is not None:

@@ -24,7 +24,8 @@ from partita.client.security import ClientSecurity
 MB = 1_000_000
 SCRATCH_PREFIX = "partita-advise-"
 DEFAULT_SECONDS = 5.0
-MAX_BYTES = 256 * MB  # the produce run stops at this much, whichever comes first
+MAX_BYTES = 256 * MB  # the produce run stops near this much, whichever comes first
+MAX_RECORD_SIZE = 1 * MB  # Kafka's default max.message.bytes is about this
 # Kafka's guidance: past a few thousand partitions per broker, start-up, failover and
 # memory grow with the count (partita measured 10,000 per cluster in docs/performance.md).
 MANY_PER_BROKER = 4000
@@ -54,9 +55,7 @@ class Advice:
     warnings: tuple[str, ...]
 
 
-def advise(
-    target_mb_s: float, measurement: Measurement, brokers: int, current: int | None = None
-) -> Advice:
+def advise(target_mb_s: float, measurement: Measurement, brokers: int) -> Advice:
     if target_mb_s <= 0:
         raise ValueError("the target throughput must be above 0 MB/s")
     per = measurement.partition_mb_s
@@ -81,8 +80,6 @@ def advise(
             f"{partitions} partitions are {partitions // brokers} per broker, above "
             f"{MANY_PER_BROKER}: add brokers rather than partitions.",
         )
-    if current is not None and current > partitions:
-        warnings.append(f"The topic already has {current} partitions, more than needed.")
     return Advice(target_mb_s, measurement, brokers, needed, partitions, tuple(warnings))
 
 
@@ -95,8 +92,8 @@ async def measure(
 ) -> tuple[Measurement, int]:
     """Produce for ``seconds`` (or MAX_BYTES) into a one-partition scratch topic, read it
     all back once, delete the topic. Returns the measurement and the broker count."""
-    if record_size < 1:
-        raise ValueError("the record size must be at least 1 byte")
+    if not 1 <= record_size <= MAX_RECORD_SIZE:
+        raise ValueError(f"the record size is 1 B to {MAX_RECORD_SIZE // MB} MB")
     name = SCRATCH_PREFIX + secrets.token_hex(4)
     async with AsyncAdmin(bootstrap, client_id="partita-advise", security=security) as admin:
         brokers = len((await admin.describe_cluster()).brokers)
@@ -117,44 +114,49 @@ async def _run(
     seconds: float,
 ) -> Measurement:
     value = os.urandom(record_size)  # incompressible, as real payloads mostly are
+    # Chunks of at most 500 records and 4 MB; the last future of each is awaited four
+    # chunks later: a bounded amount in flight, and the run stops near MAX_BYTES.
+    chunk = max(1, min(500, (4 * MB) // record_size))
     sent = 0
     async with AsyncProducer(
         bootstrap,
         acks=acks,
         linger_ms=5,
-        batch_size=max(16384, 64 * 1024),
+        batch_size=64 * 1024,
         client_id="partita-advise",
         security=security,
     ) as producer:
         started = time.monotonic()
-        # A few thousand records in flight, never an unbounded queue: the last future of
-        # each chunk of 500 is awaited four chunks later.
         window: list[asyncio.Future[object]] = []
         while time.monotonic() - started < seconds and sent * record_size < MAX_BYTES:
-            for _ in range(500):
+            for _ in range(chunk):
                 last = await producer.send(topic, value, partition=0)
-            sent += 500
+            sent += chunk
             window.append(last)  # type: ignore[arg-type]
             if len(window) > 4:
                 await window.pop(0)
         await producer.flush()
         produce_s = time.monotonic() - started
-    received = 0
     async with AsyncConsumer(
         bootstrap, client_id="partita-advise", security=security, enable_auto_commit=False
     ) as consumer:
+        # What the partition holds (with acks=0 a record may be lost: the read stops at
+        # the log end, not at the count sent).
+        end = (await consumer.end_offsets([(topic, 0)]))[(topic, 0)]
         consumer.assign([(topic, 0)])
         consumer.seek((topic, 0), 0)
         started = time.monotonic()
+        position = 0
         async with asyncio.timeout(max(60.0, 4 * seconds)):
-            while received < sent:
-                received += len(await consumer.getmany(timeout_ms=1000))
+            while position < end:
+                for record in await consumer.getmany(timeout_ms=1000):
+                    position = record.offset + 1
         consume_s = time.monotonic() - started
-    total = sent * record_size
+    total = end * record_size
     return Measurement(
         record_size,
         acks,
-        sent,
+        end,
         total / produce_s / MB,
         total / max(consume_s, 1e-9) / MB,
         produce_s + consume_s,

@@ -29,7 +29,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from partita.console import advisor
-from partita.console.reassign_plans import PlanError
+from partita.console.model import Snapshot
+from partita.console.reassign_plans import Plan, PlanError
 from partita.console.state import Console, Settings, polled, refresh_key_sample
 from partita.console.views import VIEWS, topic_view
 
@@ -61,6 +62,26 @@ def _page_response(
     )
 
 
+def refuse_a_stale_plan(plan: Plan, snap: Snapshot) -> None:
+    """A plan sets whole replica lists: drawn before other moves, it would undo them. So
+    it runs only while every partition it changes still has the replicas it was drawn
+    from, and none of them is being moved."""
+    busy = sorted(set(plan.targets) & set(snap.reassignments))
+    if busy:
+        raise PlanError(
+            f"{len(busy)} of these partitions are being moved already (e.g. "
+            f"{busy[0][0]}-{busy[0][1]}): wait for that to finish, then plan again"
+        )
+    now = {(t.name, p.partition): list(p.replicas) for t in snap.topics for p in t.partitions}
+    changed = [tp for tp in plan.targets if now.get(tp) != plan.current[tp]]
+    if changed:
+        raise PlanError(
+            f"the cluster changed since this plan was made ({len(changed)} partitions, e.g. "
+            f"{changed[0][0]}-{changed[0][1]}, no longer have the replicas it started from): "
+            "plan again"
+        )
+
+
 def _digest(fragment: str) -> str:
     return hashlib.blake2b(fragment.encode(), digest_size=8).hexdigest()
 
@@ -77,6 +98,8 @@ def create_app(settings: Settings) -> Starlette:
         try:
             yield
         finally:
+            for task in console.sampling.values():
+                task.cancel()
             await console.sampler.stop()
 
     async def home(_request: Request) -> Response:
@@ -145,12 +168,8 @@ def create_app(settings: Settings) -> Starlette:
         snap = console.sampler.snapshot
         try:
             plan = console.plans.get(token)
-            busy = sorted(set(plan.targets) & set(snap.reassignments))
-            if busy and plan.started_at is None:
-                raise PlanError(
-                    f"{len(busy)} of these partitions are being moved already (e.g. "
-                    f"{busy[0][0]}-{busy[0][1]}): wait for that to finish, then plan again"
-                )
+            if plan.started_at is None:
+                refuse_a_stale_plan(plan, snap)
             plan = console.plans.claim(token, time.time())
         except PlanError as exc:
             return _message(
@@ -205,8 +224,8 @@ def create_app(settings: Settings) -> Starlette:
                 raise ValueError("the run lasts 0.5 to 60 seconds")
             if acks not in ("0", "1", "all", "-1"):
                 raise ValueError("acks is 0, 1 or all")
-            if not 0 < target < 1e6 or not 0 < record_size <= 10_000_000:
-                raise ValueError("the target is a positive MB/s, the record size 1 B to 10 MB")
+            if not 0 < target < 1e6 or not 0 < record_size <= advisor.MAX_RECORD_SIZE:
+                raise ValueError("the target is a positive MB/s, the record size 1 B to 1 MB")
         except ValueError as exc:
             return sizing(values, error=str(exc), status=400)
         if console.advising.locked():

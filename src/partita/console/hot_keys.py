@@ -111,14 +111,16 @@ async def sample(
         consumer = AsyncConsumer(
             bootstrap, client_id="partita-console", security=security, enable_auto_commit=False
         )
+        remaining = dict(wanted)
         try:
-            await consumer.start()
-            consumer.assign(list(wanted))
-            for tp, (first, _end) in wanted.items():
-                consumer.seek(tp, first)
-            remaining = dict(wanted)
+            # The whole read within the budget, connecting included: what was read by
+            # then is the sample.
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(SAMPLE_BUDGET_S):
+                    await consumer.start()
+                    consumer.assign(list(wanted))
+                    for tp, (first, _end) in wanted.items():
+                        consumer.seek(tp, first)
                     while remaining:
                         for record in await consumer.getmany(timeout_ms=500):
                             tp = (record.topic, record.partition)

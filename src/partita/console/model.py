@@ -10,23 +10,28 @@ with plain values.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 TopicPartition = tuple[str, int]
+T = TypeVar("T")
 
 # A partition holding at least this multiple of its fair share of a topic's records (or
 # traffic) is flagged hot, once the topic holds enough records for shares to mean anything.
 HOT_SHARE_FACTOR = 2.0
 MIN_RECORDS_FOR_SKEW = 100
+MIN_RATE_FOR_SKEW = 1.0  # records/s over the topic: below it, traffic shares are noise
 
 
 @dataclass(frozen=True, slots=True)
 class Broker:
+    """A live broker, as Metadata lists it (a dead one is only named by replica lists)."""
+
     node_id: int
     host: str
     port: int
     rack: str | None
-    alive: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +138,12 @@ class Group:
     def lag(self) -> int:
         return sum(p.lag or 0 for p in self.partitions)
 
+    @property
+    def lag_complete(self) -> bool:
+        """Whether every committed partition's log end is known (its leader answered):
+        otherwise ``lag`` leaves those partitions out."""
+        return all(p.log_end is not None for p in self.partitions if (p.committed or -1) >= 0)
+
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
@@ -172,7 +183,7 @@ class Snapshot:
 
     @property
     def dead_brokers(self) -> list[int]:
-        alive = {b.node_id for b in self.brokers if b.alive}
+        alive = {b.node_id for b in self.brokers}
         return [b for b in self.broker_ids if b not in alive]
 
 
@@ -251,18 +262,15 @@ def shares(topic: Topic, rates: dict[int, float] | None = None) -> list[Share]:
         hot = False
         if count > 1 and total_records >= MIN_RECORDS_FOR_SKEW:
             hot = record_share >= HOT_SHARE_FACTOR * fair
-        if count > 1 and rates and total_rate > 0:
+        if count > 1 and rates and total_rate >= MIN_RATE_FOR_SKEW:
             hot = hot or rates.get(p.partition, 0.0) / total_rate >= HOT_SHARE_FACTOR * fair
         out.append(Share(p.partition, p.records, record_share, p.leader_size, byte_share, hot))
     return out
 
 
-def grid_columns(
-    topics: tuple[Topic, ...], page: int, per_page: int
-) -> tuple[list[PartitionState], int]:
-    """The partitions on one page of the grid (topic, then partition order) and the page
-    count: at 10,000 partitions a page shows ``per_page`` columns, not all of them."""
-    every = [p for t in topics for p in t.partitions]
-    pages = max(1, -(-len(every) // per_page))
+def page_of(items: Sequence[T], page: int, per_page: int) -> tuple[Sequence[T], int, int]:
+    """One page of ``items`` (pages count from 1; past the end, the last page), the page
+    shown and the page count: at 10,000 partitions a grid or table shows one page."""
+    pages = max(1, -(-len(items) // per_page))
     page = min(max(page, 1), pages)
-    return every[(page - 1) * per_page : page * per_page], pages
+    return items[(page - 1) * per_page : page * per_page], page, pages

@@ -6,8 +6,9 @@ for log start and end; DescribeLogDirs for sizes; ListGroups, DescribeGroups and
 OffsetFetch for groups; ListPartitionReassignments for moves in progress. One task polls;
 pages wait for the next snapshot, so ten open tabs cost the cluster what one does.
 
-A poll never stalls the console on a sick cluster: each step has a deadline, a broker
-that does not answer is reported (``Snapshot.warnings``) and the rest is shown.
+A sick cluster does not stall the console: each step has a deadline (the groups one in
+all), a broker that does not answer is reported (``Snapshot.warnings``), its connection
+dropped, and the rest is shown.
 """
 
 from __future__ import annotations
@@ -40,10 +41,15 @@ log = structlog.get_logger("partita.console")
 EARLIEST, LATEST = -2, -1
 LOG_START_EVERY_S = 30.0
 STEP_TIMEOUT_S = 5.0
+METADATA_TIMEOUT_S = 2.0
+METADATA_ATTEMPTS = 3
+# However costly the last poll, the next one starts within this.
+MAX_SPACING_S = 10.0
 # Groups described per poll, at most: a cluster with thousands of groups shows the first
 # ones by name (the groups page says so) rather than costing the cluster a poll each.
 MAX_GROUPS = 200
 GROUP_CONCURRENCY = 8
+GROUPS_DEADLINE_S = 10.0
 
 
 class Sampler:
@@ -61,7 +67,10 @@ class Sampler:
         self.snapshot = Snapshot(time.time(), error="waiting for the first answer")
         self.version = 0
         self.last_poll_s = 0.0
+        self.last_poll_cpu_s = 0.0
         self._changed = asyncio.Condition()
+        self._polling = asyncio.Lock()
+        self._groups_known: list[Group] = []
         self._task: asyncio.Task[None] | None = None
         self._starts: dict[TopicPartition, int] = {}
         self._starts_at = -LOG_START_EVERY_S
@@ -91,7 +100,21 @@ class Sampler:
 
     async def poll_now(self) -> None:
         """Poll at once (after an action from a page, so it shows without waiting)."""
-        await self._publish(await self.poll())
+        await self._poll_and_publish()
+
+    async def _poll_and_publish(self) -> None:
+        # One poll at a time: a poll asked by a page while the loop polls would otherwise
+        # publish an older snapshot after a newer one.
+        async with self._polling:
+            started, cpu_started = time.monotonic(), time.process_time()
+            try:
+                snapshot = await self.poll()
+            except Exception as exc:  # a bug must not stop the polling for good
+                log.exception("console.poll_crashed", error=str(exc))
+                snapshot = Snapshot(time.time(), error=f"the console failed to poll: {exc}")
+            self.last_poll_s = time.monotonic() - started
+            self.last_poll_cpu_s = time.process_time() - cpu_started
+            await self._publish(snapshot)
 
     async def _publish(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
@@ -102,32 +125,44 @@ class Sampler:
 
     async def _run(self) -> None:
         while True:
-            started = time.monotonic()
-            snapshot = await self.poll()
-            self.last_poll_s = time.monotonic() - started
-            await self._publish(snapshot)
-            # A poll that takes long (10,000 partitions on a busy cluster) spaces the next
-            # one out: the console never takes more than a third of its time polling.
-            await asyncio.sleep(max(self.interval_s - self.last_poll_s, 2 * self.last_poll_s))
+            await self._poll_and_publish()
+            # A poll that costs much (10,000 partitions decoded) spaces the next one out:
+            # the console spends at most a third of its time polling. Its CPU time is the
+            # measure, not its duration: waiting for a broker that does not answer costs
+            # nothing, and the pages would wait for nothing.
+            spacing = min(2 * self.last_poll_cpu_s, MAX_SPACING_S)
+            await asyncio.sleep(max(self.interval_s - self.last_poll_s, spacing))
 
     async def poll(self) -> Snapshot:
         now = time.time()
-        try:
-            async with asyncio.timeout(STEP_TIMEOUT_S):
-                await self.admin.cluster.refresh([])
-                described = await self.admin.describe_cluster()
-                # A topic mid-creation or mid-deletion is left out until it settles.
-                topics = await self.admin.describe_topics(None, skip_errors=True)
-        except Exception as exc:
-            log.warning("console.poll_failed", bootstrap=self.bootstrap, error=str(exc))
+        failure: Exception | None = None
+        for _attempt in range(METADATA_ATTEMPTS):
+            try:
+                async with asyncio.timeout(METADATA_TIMEOUT_S):
+                    await self.admin.cluster.refresh([])
+                    described = await self.admin.describe_cluster()
+                    # A topic mid-creation or mid-deletion is left out until it settles.
+                    topics = await self.admin.describe_topics(None, skip_errors=True)
+                break
+            except Exception as exc:
+                failure = exc
+                # The broker asked may be one that took the connection and stopped
+                # answering (paused, its host cut off): the client would wait minutes for
+                # it. Drop every connection and ask again: another broker, in turn.
+                await self.admin.cluster.close()
+        else:
+            assert failure is not None
+            log.warning("console.poll_failed", bootstrap=self.bootstrap, error=str(failure))
             return Snapshot(
                 now,
-                error=f"cannot read the cluster at {self.bootstrap}: {_reason(exc)}",
+                error=f"cannot read the cluster at {self.bootstrap}: {_reason(failure)}",
             )
-        brokers = tuple(
-            Broker(b.node_id, b.host, b.port, b.rack, alive=True) for b in described.brokers
-        )
+        brokers = tuple(Broker(b.node_id, b.host, b.port, b.rack) for b in described.brokers)
         warnings: list[str] = []
+        if failure is not None:
+            warnings.append(
+                f"a broker did not answer Metadata ({_reason(failure)}): another one did"
+            )
         live = [b.node_id for b in brokers]
         offsets, sizes, groups, moves = await asyncio.gather(
             self._offsets(topics, warnings),
@@ -247,16 +282,29 @@ class Sampler:
                     await call
             except Exception as exc:
                 warnings.append(f"broker {node} did not answer for {what}: {_reason(exc)}")
+                if isinstance(exc, TimeoutError):
+                    await self.admin.cluster.drop_connection(node)
 
         await asyncio.gather(*(bounded(node, call) for node, call in calls.items()))
 
     async def _groups(self, warnings: list[str]) -> list[Group]:
+        """Every group's members and committed offsets, within GROUPS_DEADLINE_S in all;
+        when that runs out (a coordinator that does not answer, thousands of groups) the
+        groups of the last complete poll are shown, and the page says so."""
         try:
-            async with asyncio.timeout(STEP_TIMEOUT_S):
-                listed = await self.admin.list_groups()
+            async with asyncio.timeout(GROUPS_DEADLINE_S):
+                groups = await self._describe_groups(warnings)
         except Exception as exc:
-            warnings.append(f"cannot list consumer groups: {_reason(exc)}")
-            return []
+            warnings.append(
+                f"consumer groups not read this time ({_reason(exc)}): the last ones known "
+                "are shown"
+            )
+            return self._groups_known
+        self._groups_known = groups
+        return groups
+
+    async def _describe_groups(self, warnings: list[str]) -> list[Group]:
+        listed = await self.admin.list_groups()
         if len(listed) > MAX_GROUPS:
             warnings.append(f"{len(listed)} groups: the first {MAX_GROUPS} by name are shown")
         gate = asyncio.Semaphore(GROUP_CONCURRENCY)
@@ -312,5 +360,5 @@ def _with_lag(group: Group, ends: dict[TopicPartition, int]) -> Group:
 
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
-        return f"no answer within {STEP_TIMEOUT_S:g} s"
+        return "no answer in time"
     return str(exc) or type(exc).__name__

@@ -103,11 +103,13 @@ def size_text(value: int | None) -> str:
     if value is None:
         return "-"
     size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+    if size < 1024:
+        return f"{size:.0f} B"
+    for unit in ("KiB", "MiB", "GiB"):
         size /= 1024
-    return f"{size:.1f} TiB"
+        if size < 1024 or unit == "GiB":
+            break
+    return f"{size:.1f} {unit}"
 
 
 def rate_text(value: float) -> str:

@@ -14,8 +14,8 @@ from partita.console.model import (
     Snapshot,
     Topic,
     broker_loads,
-    grid_columns,
     leader_spread,
+    page_of,
     shares,
 )
 from partita.console.reassign_plans import PlanError
@@ -23,6 +23,7 @@ from partita.console.state import Console
 
 GRID_PER_PAGE = 120
 ROWS_PER_PAGE = 200
+PLAN_ROWS = 500  # a plan's table shows this many partitions; its counts cover them all
 
 View = Callable[[Console, Mapping[str, str]], tuple[str, dict[str, Any]]]
 
@@ -41,14 +42,15 @@ def cluster_view(console: Console, params: Mapping[str, str]) -> tuple[str, dict
     topics = (topic,) if topic is not None else snap.user_topics
     loads = broker_loads(snap, topics)
     alive = {b.node_id for b in snap.brokers}
-    columns, pages = grid_columns(topics, _page(params), GRID_PER_PAGE)
+    every = [p for t in topics for p in t.partitions]
+    columns, page, pages = page_of(every, _page(params), GRID_PER_PAGE)
     return "cluster_live.html", {
         "snap": snap,
         "loads": loads,
         "spread": leader_spread(loads, alive),
         "columns": columns,
         "pages": pages,
-        "page": min(_page(params), pages),
+        "page": page,
         "topic_filter": chosen_topic,
         "missing_topic": bool(chosen_topic) and topic is None,
         "brokers": snap.broker_ids,
@@ -63,18 +65,18 @@ def cluster_view(console: Console, params: Mapping[str, str]) -> tuple[str, dict
 
 def topics_view(console: Console, params: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
     snap = console.sampler.snapshot
-    every = snap.topics
-    pages = max(1, -(-len(every) // ROWS_PER_PAGE))
-    page = min(_page(params), pages)
+    shown, page, pages = page_of(snap.topics, _page(params), ROWS_PER_PAGE)
     rows = []
-    for t in every[(page - 1) * ROWS_PER_PAGE : page * ROWS_PER_PAGE]:
+    for t in shown:
         rates = console.sampler.history.rates(t.name)
+        record_rates = {p: r for p, (r, _b) in rates.items()}
         rows.append(
             (
                 t,
-                sum(r for r, _b in rates.values()),
+                sum(record_rates.values()),
                 sum(b for _r, b in rates.values()),
-                any(s.hot for s in shares(t)),
+                # the topic page's rule: what it holds, and what it receives
+                any(s.hot for s in shares(t, record_rates)),
             )
         )
     return "topics_live.html", {"snap": snap, "rows": rows, "page": page, "pages": pages}
@@ -89,10 +91,7 @@ def topic_view(console: Console, params: Mapping[str, str]) -> tuple[str, dict[s
         return "topic_live.html", context
     rates = console.sampler.history.rates(name)
     record_rates = {p: r for p, (r, _b) in rates.items()}
-    every = list(topic.partitions)
-    pages = max(1, -(-len(every) // ROWS_PER_PAGE))
-    page = min(_page(params), pages)
-    shown = every[(page - 1) * ROWS_PER_PAGE : page * ROWS_PER_PAGE]
+    shown, page, pages = page_of(topic.partitions, _page(params), ROWS_PER_PAGE)
     topic_shares = {s.partition: s for s in shares(topic, record_rates)}
     context.update(
         page=page,
@@ -156,24 +155,31 @@ def reassign_view(console: Console, params: Mapping[str, str]) -> tuple[str, dic
             plan = console.plans.get(token)
         except PlanError as exc:
             error = str(exc)
-    progress = []
-    if plan is not None and plan.started_at is not None:
-        for tp in plan.changed:
-            topic = snap.topic(tp[0])
-            now = (
-                next((p for p in topic.partitions if p.partition == tp[1]), None) if topic else None
-            )
+    rows = []
+    done = 0
+    started = plan is not None and plan.started_at is not None
+    if plan is not None:
+        now = {(t.name, p.partition): p for t in snap.topics for p in t.partitions}
+        for i, tp in enumerate(plan.changed):
+            state = now.get(tp)
             moving = tp in snap.reassignments
-            done = now is not None and not moving and list(now.replicas) == plan.planned[tp]
-            progress.append((tp, plan.planned[tp], now, moving, done))
+            finished = state is not None and not moving and list(state.replicas) == plan.planned[tp]
+            done += finished
+            if i < PLAN_ROWS:
+                result = plan.results.get(tp)
+                refused = result[1] or "refused" if result and result[0] else None
+                rows.append(
+                    (tp, plan.current[tp], plan.planned[tp], state, moving, finished, refused)
+                )
     return "reassign_live.html", {
         "snap": snap,
         "plan": plan,
         "plan_error": error,
-        "progress": progress,
-        "finished": bool(progress) and all(done for *_rest, done in progress),
-        "done_count": sum(1 for *_rest, done in progress if done),
-        "in_progress": sorted(snap.reassignments.items()),
+        "rows": rows,
+        "started": started,
+        "finished": started and plan is not None and done == len(plan.changed),
+        "done_count": done,
+        "in_progress": sorted(snap.reassignments.items())[:PLAN_ROWS],
     }
 
 
