@@ -139,3 +139,23 @@ def test_a_plan_drawn_before_the_cluster_changed_is_refused(client: TestClient) 
     console.sampler.snapshot = cluster_with((3, 2))  # moved by someone else meanwhile
     page = client.post("/reassign/execute", data={"token": token})
     assert page.status_code == 409 and "changed since this plan was made" in page.text
+
+
+def test_a_change_asked_by_another_site_is_refused(client: TestClient) -> None:
+    for headers in ({"Origin": "http://evil.example"}, {"Sec-Fetch-Site": "cross-site"}):
+        page = client.post("/reassign/execute", data={"token": "t"}, headers=headers)
+        assert page.status_code == 403 and "console's own pages" in page.text, headers
+    # The console's own page: its origin, or no browser headers at all (curl, a script).
+    own = client.post(
+        "/reassign/execute",
+        data={"token": "t"},
+        headers={"Origin": "http://testserver", "Sec-Fetch-Site": "same-origin"},
+    )
+    assert own.status_code == 409  # past the check: the made-up plan is unknown
+
+
+def test_a_console_answers_only_to_the_names_it_is_served_under() -> None:
+    app = create_app(Settings(UNREACHABLE, interval_s=3600, allowed_hosts=["127.0.0.1"]))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        assert client.get("/cluster").status_code == 200
+        assert client.get("/cluster", headers={"Host": "rebound.example"}).status_code == 400

@@ -41,7 +41,11 @@ def console(
     from partita.logs import configure  # noqa: PLC0415
 
     configure()
-    app = create_app(Settings(bootstrap, client_settings(), read_only, interval))
+    # Served on one address, it answers to that name (and loopback's); on every address
+    # (0.0.0.0), to any name: it is then reached by names this host cannot know.
+    everywhere = host in ("", "0.0.0.0", "::", "[::]")
+    names = None if everywhere else [host.strip("[]"), "127.0.0.1", "localhost", "::1"]
+    app = create_app(Settings(bootstrap, client_settings(), read_only, interval, names))
     print(
         f"partita console on http://{host or '127.0.0.1'}:{port_text} for {bootstrap}", flush=True
     )

@@ -23,6 +23,8 @@ from markupsafe import Markup
 from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -31,6 +33,7 @@ from starlette.staticfiles import StaticFiles
 from partita.console import advisor
 from partita.console.model import Snapshot
 from partita.console.reassign_plans import Plan, PlanError
+from partita.console.same_origin import SameOriginWrites
 from partita.console.state import Console, Settings, polled, refresh_key_sample
 from partita.console.views import VIEWS, topic_view
 
@@ -310,8 +313,14 @@ def create_app(settings: Settings) -> Starlette:
         Route("/healthz", healthz),
         Mount("/static", StaticFiles(directory=str(static)), name="static"),
     ]
+    middleware = [Middleware(SameOriginWrites)]
+    if settings.allowed_hosts is not None:
+        middleware.insert(
+            0, Middleware(TrustedHostMiddleware, allowed_hosts=settings.allowed_hosts)
+        )
     app = Starlette(
         routes=routes,
+        middleware=middleware,
         lifespan=lifespan,
         exception_handlers={
             404: not_found,

@@ -29,6 +29,8 @@ class Settings:
     security: Mapping[str, str] = field(default_factory=dict)
     read_only: bool = False
     interval_s: float = 2.0
+    # The host names the console answers to (None: any), against DNS rebinding.
+    allowed_hosts: list[str] | None = None
 
 
 class Console:
