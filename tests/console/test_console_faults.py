@@ -16,7 +16,7 @@ from tests.console.conftest import ConsoleServer, until
 
 pytestmark = pytest.mark.timeout(180)
 
-PAUSE_S = 8.0
+PAUSE_S = 12.0  # past the broker's lease, with room for the controller and a poll
 
 
 def polls(console: ConsoleServer) -> int:

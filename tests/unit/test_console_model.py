@@ -190,9 +190,13 @@ def test_a_plan_executes_once() -> None:
     plan = book.propose(current, [1, 2], {}, {("t", 0): 1000, ("t", 1): 10})
     assert all(3 not in replicas for replicas in plan.planned.values())
     assert plan.moved_replicas == 2 and plan.bytes_to_move == 1010
-    book.claim(plan.token, now=1.0)
+    with pytest.raises(PlanError, match="being moved already"):
+        book.claim(plan.token, 1.0, current, moving={("t", 1)})
+    with pytest.raises(PlanError, match="changed since this plan was made"):
+        book.claim(plan.token, 1.0, {**current, ("t", 0): [2, 3]}, moving=())
+    book.claim(plan.token, 1.0, current, moving=())
     with pytest.raises(PlanError, match="already executed"):
-        book.claim(plan.token, now=2.0)
+        book.claim(plan.token, 2.0, current, moving=())
     with pytest.raises(PlanError, match="not known"):
-        book.claim("made-up", now=2.0)
+        book.claim("made-up", 2.0, current, moving=())
     assert bytes_to_move({("t", 0): [1]}, {("t", 0): [1, 2]}, {("t", 0): 7}) == 7

@@ -31,8 +31,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from partita.console import advisor
-from partita.console.model import Snapshot
-from partita.console.reassign_plans import Plan, PlanError
+from partita.console.reassign_plans import PlanError
 from partita.console.same_origin import SameOriginWrites
 from partita.console.state import Console, Settings, polled, refresh_key_sample
 from partita.console.views import VIEWS, topic_view
@@ -63,26 +62,6 @@ def _page_response(
             **extra,
         )
     )
-
-
-def refuse_a_stale_plan(plan: Plan, snap: Snapshot) -> None:
-    """A plan sets whole replica lists: drawn before other moves, it would undo them. So
-    it runs only while every partition it changes still has the replicas it was drawn
-    from, and none of them is being moved."""
-    busy = sorted(set(plan.targets) & set(snap.reassignments))
-    if busy:
-        raise PlanError(
-            f"{len(busy)} of these partitions are being moved already (e.g. "
-            f"{busy[0][0]}-{busy[0][1]}): wait for that to finish, then plan again"
-        )
-    now = {(t.name, p.partition): list(p.replicas) for t in snap.topics for p in t.partitions}
-    changed = [tp for tp in plan.targets if now.get(tp) != plan.current[tp]]
-    if changed:
-        raise PlanError(
-            f"the cluster changed since this plan was made ({len(changed)} partitions, e.g. "
-            f"{changed[0][0]}-{changed[0][1]}, no longer have the replicas it started from): "
-            "plan again"
-        )
 
 
 def _digest(fragment: str) -> str:
@@ -170,10 +149,10 @@ def create_app(settings: Settings) -> Starlette:
             )
         snap = console.sampler.snapshot
         try:
-            plan = console.plans.get(token)
-            if plan.started_at is None:
-                refuse_a_stale_plan(plan, snap)
-            plan = console.plans.claim(token, time.time())
+            replicas = {
+                (t.name, p.partition): list(p.replicas) for t in snap.topics for p in t.partitions
+            }
+            plan = console.plans.claim(token, time.time(), replicas, set(snap.reassignments))
         except PlanError as exc:
             return _message(
                 console,

@@ -9,7 +9,7 @@ it claimed and is told so: nothing is sent to the controller twice.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from partita.cluster.rebalance_plan import moves as moved_replicas
@@ -90,10 +90,32 @@ class PlanBook:
             )
         return plan
 
-    def claim(self, token: str, now: float) -> Plan:
-        """The plan to execute, marked started; PlanError if it already was."""
+    def claim(
+        self,
+        token: str,
+        now: float,
+        replicas: Mapping[TopicPartition, Sequence[int]],
+        moving: Collection[TopicPartition],
+    ) -> Plan:
+        """The plan to execute, marked started. PlanError if it already was, or if it is
+        stale: a plan sets whole replica lists, so drawn before other moves it would undo
+        them; it runs only while every partition it changes still has the ``replicas`` it
+        was drawn from and none is ``moving``."""
         plan = self.get(token)
         if plan.started_at is not None:
             raise PlanError("this plan was already executed: it runs once; its progress is below")
+        busy = sorted(set(plan.targets) & set(moving))
+        if busy:
+            raise PlanError(
+                f"{len(busy)} of these partitions are being moved already (e.g. "
+                f"{busy[0][0]}-{busy[0][1]}): wait for that to finish, then plan again"
+            )
+        changed = [tp for tp in plan.targets if list(replicas.get(tp, ())) != plan.current[tp]]
+        if changed:
+            raise PlanError(
+                f"the cluster changed since this plan was made ({len(changed)} partitions, "
+                f"e.g. {changed[0][0]}-{changed[0][1]}, no longer have the replicas it started "
+                "from): plan again"
+            )
         plan.started_at = now
         return plan
